@@ -1,0 +1,74 @@
+// Package activities holds the transfer workflow's activities: the only code of a transfer that
+// touches the ledger. Each is safe to run more than once.
+package activities
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
+)
+
+// TransferInput is the workflow's input: everything needed to post the transfer, so that a
+// re-run or a UI Reset with the same input posts the same transfer.
+type TransferInput struct {
+	TransferID  string
+	WorkflowID  string
+	From        string
+	To          string
+	AmountMinor int64
+	Currency    string
+	Description string
+	OwnerID     string // with Route and Key: the idempotency scope whose response is stored
+	Route       string
+	Key         string
+	ReplayFor   time.Duration // how long the stored response is replayed
+	RetryFor    time.Duration // how long technical failures are retried before the run fails
+}
+
+// Scope is the idempotency scope the transfer was requested in.
+func (in TransferInput) Scope() idempotency.Scope {
+	return idempotency.Scope{OwnerID: in.OwnerID, Route: in.Route, Key: in.Key}
+}
+
+// TransferOutcome is what a posting ended with: "completed" or "rejected", and the HTTP answer
+// stored for it, which the API sends as it is.
+type TransferOutcome struct {
+	Status   string
+	Response idempotency.Response
+}
+
+// ErrTypeInvalidPosting marks an error no retry can fix; the workflow fails at once.
+const ErrTypeInvalidPosting = "InvalidPosting"
+
+// Activities holds the dependencies of the activities.
+type Activities struct {
+	Ledger *ledger.Ledger
+}
+
+// PostTransfer posts the transfer and stores its response, once, however often it is called.
+func (a *Activities) PostTransfer(ctx context.Context, in TransferInput) (TransferOutcome, error) {
+	t, resp, err := a.Ledger.Post(ctx, ledger.Posting{
+		TransferID: in.TransferID, WorkflowID: in.WorkflowID,
+		From: in.From, To: in.To, AmountMinor: in.AmountMinor, Currency: in.Currency,
+		Description: in.Description, Scope: in.Scope(), ReplayFor: in.ReplayFor,
+	})
+	if errors.Is(err, ledger.ErrInvalidPosting) {
+		return TransferOutcome{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidPosting, err)
+	}
+	if err != nil {
+		return TransferOutcome{}, err
+	}
+	return TransferOutcome{Status: t.Status, Response: resp}, nil
+}
+
+// MarkTransferFailed records that the workflow gave up on the transfer, so that reading it shows
+// why. It never undoes a completed or rejected transfer.
+func (a *Activities) MarkTransferFailed(ctx context.Context, transferID, reason string) error {
+	_, err := a.Ledger.MarkFailed(ctx, transferID, reason)
+	return err
+}

@@ -1,0 +1,132 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/problem"
+)
+
+type createAccountRequest struct {
+	Currency string `json:"currency"`
+	Name     string `json:"name"`
+}
+
+// createAccount opens an account. The account, its idempotency record and the stored response
+// are written in one transaction: a duplicate waits on the first one's row lock, then replays.
+func (s *Server) createAccount(c echo.Context) error {
+	ctx := c.Request().Context()
+	scope, fp, err := s.keyAndFingerprint(c, idempotency.RouteAccounts)
+	if err != nil {
+		return err
+	}
+	var req createAccountRequest
+	if err := decode(body(c), &req); err != nil {
+		return err
+	}
+	var f fields
+	f.currency(req.Currency)
+	f.text("name", req.Name, 100)
+	if err := f.err(); err != nil {
+		return err
+	}
+
+	var answer idempotency.Response
+	replayed := false
+	err = pgx.BeginFunc(ctx, s.DB, func(tx pgx.Tx) error {
+		rec, created, err := idempotency.Claim(ctx, tx, scope, fp, ledger.NewID("acc_"))
+		if err != nil {
+			return err
+		}
+		if !created {
+			if rec.Response == nil { // cannot happen: the claim and the response commit together
+				return errors.New("account record without response")
+			}
+			answer, replayed = *rec.Response, true
+			return nil
+		}
+		acc, err := ledger.CreateAccount(ctx, tx, rec.ResourceID, owner(c), req.Currency, req.Name)
+		if err != nil {
+			return err
+		}
+		b, _ := json.Marshal(acc)
+		answer = idempotency.Response{Status: http.StatusCreated, ContentType: "application/json", Location: "/v1/accounts/" + acc.ID, Body: b}
+		return idempotency.Complete(ctx, tx, scope, answer, s.TTL)
+	})
+	if errors.Is(err, idempotency.ErrReused) {
+		return reused()
+	}
+	if err != nil {
+		return err
+	}
+	return respond(c, answer, replayed)
+}
+
+func (s *Server) listAccounts(c echo.Context) error {
+	accs, err := s.Ledger.OwnerAccounts(c.Request().Context(), owner(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"data": accs})
+}
+
+func (s *Server) getAccount(c echo.Context) error {
+	acc, err := s.Ledger.Account(c.Request().Context(), owner(c), c.Param("id"))
+	if errors.Is(err, ledger.ErrNotFound) {
+		return problem.NotFound("account")
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, acc)
+}
+
+func (s *Server) listEntries(c echo.Context) error {
+	ctx := c.Request().Context()
+	if _, err := s.Ledger.Account(ctx, owner(c), c.Param("id")); errors.Is(err, ledger.ErrNotFound) {
+		return problem.NotFound("account")
+	} else if err != nil {
+		return err
+	}
+	limit := 50
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 200 {
+			return problem.Invalid("limit must be an integer from 1 to 200", problem.FieldError{Field: "limit", Message: "must be 1 to 200"})
+		}
+		limit = n
+	}
+	page, err := s.Ledger.Entries(ctx, c.Param("id"), c.QueryParam("cursor"), limit)
+	if errors.Is(err, ledger.ErrBadCursor) {
+		return problem.Invalid("cursor is not one this API returned", problem.FieldError{Field: "cursor", Message: "invalid"})
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+// respond writes a stored or fresh answer exactly as it is stored.
+func respond(c echo.Context, r idempotency.Response, replayed bool) error {
+	h := c.Response().Header()
+	if r.Location != "" {
+		h.Set(echo.HeaderLocation, r.Location)
+	}
+	if replayed {
+		h.Set("Idempotent-Replayed", "true")
+		replays.WithLabelValues(c.Path()).Inc()
+	}
+	return c.Blob(r.Status, r.ContentType, r.Body)
+}
+
+func reused() error {
+	return problem.New(http.StatusUnprocessableEntity, "idempotency-key-reused",
+		"this Idempotency-Key was first used with a different request; use a new key for a new operation")
+}

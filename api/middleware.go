@@ -1,0 +1,131 @@
+package api
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/payments/payments/internal/auth"
+	"github.com/payments/payments/internal/problem"
+)
+
+var (
+	httpRequests = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "payments_http_requests_total",
+		Help: "HTTP requests by method, route template and status.",
+	}, []string{"method", "route", "status"})
+	httpLatency = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "payments_http_request_duration_seconds",
+		Help:    "HTTP request latency by method, route template and whether the answer was an idempotent replay.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"method", "route", "replayed"})
+)
+
+const (
+	ctxOwner     = "owner_id"
+	ctxBody      = "body"
+	ctxRequestID = "request_id"
+)
+
+// observe gives each request an id, then logs and counts it once it is answered.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		id := c.Request().Header.Get(echo.HeaderXRequestID)
+		if id == "" || len(id) > 64 {
+			b := make([]byte, 8)
+			_, _ = rand.Read(b)
+			id = hex.EncodeToString(b)
+		}
+		c.Set(ctxRequestID, id)
+		c.Response().Header().Set(echo.HeaderXRequestID, id)
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		route := c.Path()
+		if route == "" {
+			route = "unmatched"
+		}
+		status := c.Response().Status
+		replayed := c.Response().Header().Get("Idempotent-Replayed") == "true"
+		httpRequests.WithLabelValues(c.Request().Method, route, strconv.Itoa(status)).Inc()
+		httpLatency.WithLabelValues(c.Request().Method, route, strconv.FormatBool(replayed)).Observe(time.Since(start).Seconds())
+		if !strings.HasPrefix(route, "/v1") {
+			return nil // health checks and scrapes are not worth a log line each
+		}
+		attrs := []any{"request_id", id, "method", c.Request().Method, "route", route, "status", status,
+			"duration_ms", float64(time.Since(start).Microseconds()) / 1000, "owner_id", c.Get(ctxOwner)}
+		if wf := c.Response().Header().Get("X-Workflow-Id"); wf != "" {
+			attrs = append(attrs, "workflow_id", wf, "transfer_id", c.Response().Header().Get("X-Transfer-Id"))
+		}
+		s.Log.InfoContext(c.Request().Context(), "request", attrs...)
+		return nil
+	}
+}
+
+func requestID(c echo.Context) string {
+	id, _ := c.Get(ctxRequestID).(string)
+	return id
+}
+
+// authenticate resolves the bearer key to its owner. The key itself is never logged.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		header := c.Request().Header.Get(echo.HeaderAuthorization)
+		scheme, key, ok := strings.Cut(header, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+			return problem.New(http.StatusUnauthorized, "unauthorized", "send Authorization: Bearer <API key>")
+		}
+		owner, err := auth.Owner(c.Request().Context(), s.DB, strings.TrimSpace(key))
+		if errors.Is(err, auth.ErrUnknownKey) {
+			return problem.New(http.StatusUnauthorized, "unauthorized", "the API key is not valid")
+		}
+		if err != nil {
+			return problem.Unavailable("the database is unreachable; retry shortly")
+		}
+		c.Set(ctxOwner, owner)
+		return next(c)
+	}
+}
+
+func owner(c echo.Context) string { return c.Get(ctxOwner).(string) }
+
+// limitBody reads the whole body, refusing more than MaxBodyBytes with 413, so handlers can
+// both decode it and fingerprint it.
+func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if req.Body == nil || req.Method == http.MethodGet {
+			return next(c)
+		}
+		if req.ContentLength > MaxBodyBytes {
+			return problem.New(http.StatusRequestEntityTooLarge, "payload-too-large", "request bodies are limited to 64 KiB")
+		}
+		body, err := io.ReadAll(io.LimitReader(req.Body, MaxBodyBytes+1))
+		if err != nil {
+			return problem.Invalid("the request body could not be read")
+		}
+		if len(body) > MaxBodyBytes {
+			return problem.New(http.StatusRequestEntityTooLarge, "payload-too-large", "request bodies are limited to 64 KiB")
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		c.Set(ctxBody, body)
+		return next(c)
+	}
+}
+
+func body(c echo.Context) []byte {
+	b, _ := c.Get(ctxBody).([]byte)
+	return b
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/payments/payments/internal/auth"
+	"github.com/payments/payments/internal/config"
+	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/money"
+	"github.com/payments/payments/internal/problem"
+	"github.com/payments/payments/transfers"
+)
+
+func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
+	if err := parse(newFlags("migrate"), args); err != nil {
+		return err
+	}
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return usagef("%v", err)
+	}
+	created, err := database.Create(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	if created {
+		fmt.Fprintln(stdout, "migrate: created the database")
+	}
+	db, err := database.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return database.Migrate(ctx, db, stdout)
+}
+
+func runKeys(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "create" {
+		return usagef("keys: usage: keys create --owner NAME")
+	}
+	fs := newFlags("keys create")
+	ownerName := fs.String("owner", "", "owner name")
+	if err := parse(fs, args[1:], "owner"); err != nil {
+		return err
+	}
+	if *ownerName == "" {
+		return usagef("keys create: --owner must not be empty")
+	}
+	return withDB(ctx, func(l *ledger.Ledger) error {
+		key, err := auth.CreateKey(ctx, l.DB, *ownerName)
+		if err == nil {
+			fmt.Fprintln(stdout, key)
+		}
+		return err
+	})
+}
+
+func runAccounts(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "create" {
+		return usagef("accounts: usage: accounts create --owner NAME --currency CUR [--name TEXT]")
+	}
+	fs := newFlags("accounts create")
+	ownerName := fs.String("owner", "", "owner name")
+	currency := fs.String("currency", "", "ISO 4217 code")
+	name := fs.String("name", "", "account name")
+	if err := parse(fs, args[1:], "owner", "currency"); err != nil {
+		return err
+	}
+	if !money.ValidCurrency(*currency) {
+		return usagef("accounts create: --currency must be one of %v", money.Currencies)
+	}
+	if *ownerName == "" || len([]rune(*name)) > 100 {
+		return usagef("accounts create: --owner must not be empty and --name at most 100 characters")
+	}
+	return withDB(ctx, func(l *ledger.Ledger) error {
+		ownerID, err := auth.EnsureOwner(ctx, l.DB, *ownerName)
+		if err != nil {
+			return err
+		}
+		acc, err := ledger.CreateAccount(ctx, l.DB, ledger.NewID("acc_"), ownerID, *currency, *name)
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, acc)
+	})
+}
+
+func runDeposit(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("deposit")
+	account := fs.String("account", "", "account id")
+	amount := fs.Int64("amount-minor", 0, "amount in minor units")
+	key := fs.String("idempotency-key", "", "idempotency key (a new one when absent)")
+	if err := parse(fs, args, "account", "amount-minor"); err != nil {
+		return err
+	}
+	if err := money.CheckAmount(*amount); err != nil {
+		return usagef("deposit: --amount-minor %v", err)
+	}
+	if *key == "" {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		*key = "deposit-" + hex.EncodeToString(b)
+	} else if _, err := idempotency.ParseKey([]string{*key}); err != nil {
+		return usagef("deposit: --idempotency-key: %v", err)
+	}
+	d, err := open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	svc := d.transfers(false)
+	answer, err := deposit(ctx, svc, *account, *amount, *key)
+	var p *problem.Problem
+	if errors.As(err, &p) {
+		os.Stderr.Write(append(p.Body(), '\n'))
+		return errExitOne
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, string(answer.Body))
+	if answer.Status >= 300 {
+		return errExitOne
+	}
+	return nil
+}
+
+// deposit moves amount from the currency's funding account into account, through the same
+// workflow and idempotency as an HTTP transfer, scoped to the account's owner and the CLI.
+func deposit(ctx context.Context, svc *transfers.Service, accountID string, amount int64, key string) (transfers.Answer, error) {
+	acc, err := svc.Ledger.Account(ctx, "", accountID)
+	if errors.Is(err, ledger.ErrNotFound) || (err == nil && acc.Kind != "customer") {
+		return transfers.Answer{}, usagef("deposit: no customer account %q", accountID)
+	}
+	if err != nil {
+		return transfers.Answer{}, err
+	}
+	body, _ := json.Marshal(map[string]any{"account_id": accountID, "amount_minor": amount})
+	fp, _ := idempotency.Fingerprint(idempotency.RouteDeposit, body)
+	return svc.Submit(ctx, transfers.Request{
+		Scope:       idempotency.Scope{OwnerID: acc.OwnerID, Route: idempotency.RouteDeposit, Key: key},
+		Fingerprint: fp, From: money.FundingAccountID(acc.Currency), To: acc.ID,
+		AmountMinor: amount, Currency: acc.Currency, Description: "deposit",
+	})
+}
+
+func withDB(ctx context.Context, f func(*ledger.Ledger) error) error {
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return usagef("%v", err)
+	}
+	db, err := database.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return f(&ledger.Ledger{DB: db})
+}
+
+func printJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}

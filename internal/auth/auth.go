@@ -1,0 +1,71 @@
+// Package auth holds owners and their API keys. Keys are random, shown once when issued and
+// stored only as a SHA-256 digest.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/ledger"
+)
+
+// KeyPrefix starts every API key, so a leaked key is recognisable in logs and scanners.
+const KeyPrefix = "pk_"
+
+// ErrUnknownKey means the key is not one this service issued.
+var ErrUnknownKey = errors.New("unknown API key")
+
+func hash(key string) []byte {
+	sum := sha256.Sum256([]byte(key))
+	return sum[:]
+}
+
+// EnsureOwner returns the id of the owner called name, creating the owner if new.
+func EnsureOwner(ctx context.Context, db database.Querier, name string) (string, error) {
+	var id string
+	err := db.QueryRow(ctx, `
+		WITH ins AS (
+			INSERT INTO owners (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING id
+		)
+		SELECT id FROM ins UNION ALL SELECT id FROM owners WHERE name = $2`,
+		ledger.NewID("own_"), name).Scan(&id)
+	return id, err
+}
+
+// CreateKey issues a new API key for the owner called name (created if new) and returns it.
+func CreateKey(ctx context.Context, db database.Querier, name string) (string, error) {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return AddKey(ctx, db, name, KeyPrefix+base64.RawURLEncoding.EncodeToString(b))
+}
+
+// AddKey registers key for the owner called name (created if new). Registering a key twice is
+// harmless; it is how the demo seed stays idempotent.
+func AddKey(ctx context.Context, db database.Querier, name, key string) (string, error) {
+	ownerID, err := EnsureOwner(ctx, db, name)
+	if err != nil {
+		return "", err
+	}
+	_, err = db.Exec(ctx, `INSERT INTO api_keys (key_hash, owner_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, hash(key), ownerID)
+	return key, err
+}
+
+// Owner returns the id of the owner that holds key.
+func Owner(ctx context.Context, db database.Querier, key string) (string, error) {
+	if !strings.HasPrefix(key, KeyPrefix) {
+		return "", ErrUnknownKey
+	}
+	var id string
+	err := db.QueryRow(ctx, `SELECT owner_id FROM api_keys WHERE key_hash = $1`, hash(key)).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrUnknownKey
+	}
+	return id, err
+}

@@ -1,0 +1,45 @@
+package idempotency
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"io"
+)
+
+// Canonical returns body as canonical JSON: object keys sorted, no insignificant whitespace,
+// numbers exactly as written, strings re-encoded without HTML escaping. Two bodies that differ
+// only in key order or spacing have the same canonical form; any change of value changes it.
+func Canonical(body []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("unexpected data after the JSON value")
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // maps encode with sorted keys
+		return nil, err
+	}
+	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
+}
+
+// Fingerprint is the SHA-256 of the route and the canonical body: what decides whether a
+// request with a known key is the same request.
+func Fingerprint(route string, body []byte) ([]byte, error) {
+	canon, err := Canonical(body)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	h.Write([]byte(route))
+	h.Write([]byte{0})
+	h.Write(canon)
+	return h.Sum(nil), nil
+}

@@ -1,0 +1,108 @@
+// Package idempotency holds the Idempotency-Key contract: parsing the header, the canonical
+// fingerprint of a request, the scope a key lives in, the identifiers derived from it, and the
+// stored responses that make a retry answer exactly like the first request.
+package idempotency
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+)
+
+// Header is the request header that carries the client's key.
+const Header = "Idempotency-Key"
+
+// MaxKeyLength bounds a key so that workflow IDs derived from it stay well inside Temporal's limits.
+const MaxKeyLength = 255
+
+var (
+	ErrMissing = errors.New("the Idempotency-Key header is required on every POST")
+	ErrInvalid = errors.New("the Idempotency-Key must be 1 to 255 visible ASCII characters (0x21-0x7E), given once")
+)
+
+// ParseKey returns the key carried by the header values of one request. Exactly one header line
+// is allowed. A value written as an RFC 8941 string ("abc") means its content (abc).
+func ParseKey(values []string) (string, error) {
+	switch len(values) {
+	case 0:
+		return "", ErrMissing
+	case 1:
+	default:
+		return "", ErrInvalid
+	}
+	key := strings.TrimSpace(values[0]) // optional whitespace around a field value is not part of it
+	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
+		unquoted, ok := unquoteSFString(key[1 : len(key)-1])
+		if !ok {
+			return "", ErrInvalid
+		}
+		key = unquoted
+	}
+	if key == "" || len(key) > MaxKeyLength {
+		return "", ErrInvalid
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x21 || key[i] > 0x7E {
+			return "", ErrInvalid
+		}
+	}
+	return key, nil
+}
+
+// unquoteSFString undoes RFC 8941 string escaping: only \" and \\ are escapes, and a bare quote
+// or backslash is malformed.
+func unquoteSFString(s string) (string, bool) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch c {
+		case '\\':
+			if i+1 == len(s) || (s[i+1] != '"' && s[i+1] != '\\') {
+				return "", false
+			}
+			i++
+			b.WriteByte(s[i])
+		case '"':
+			return "", false
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), true
+}
+
+// Scope is where a key lives: the same key under another owner or route is another operation.
+type Scope struct {
+	OwnerID string
+	Route   string // method + route template, e.g. "POST /v1/transfers"
+	Key     string
+}
+
+// Routes whose operations are transfers, and the short name each has in a workflow ID.
+const (
+	RouteTransfers = "POST /v1/transfers"
+	RouteAccounts  = "POST /v1/accounts"
+	RouteDeposit   = "CLI deposit"
+)
+
+var routeNames = map[string]string{RouteTransfers: "transfer", RouteDeposit: "deposit", RouteAccounts: "account"}
+
+// WorkflowID is the Temporal workflow ID of the operation in scope s:
+//
+//	<route name>/<owner id>/<key>      e.g. transfer/own_1a2b…/order-1234
+//
+// It is a pure function of the scope, reads well in the Temporal UI, and keeps the client's key
+// verbatim at the end (keys are visible ASCII, so the ID needs no escaping; the owner id never
+// contains '/', so the split is unambiguous).
+func (s Scope) WorkflowID() string {
+	return routeNames[s.Route] + "/" + s.OwnerID + "/" + s.Key
+}
+
+// TransferID is the id of the transfer made in scope s: a pure function of the scope, so every
+// retry, re-run and UI Reset of the operation names the same transfer and the ledger can refuse
+// to post it twice.
+func (s Scope) TransferID() string {
+	sum := sha256.Sum256([]byte(s.OwnerID + "\x00" + s.Route + "\x00" + s.Key))
+	return "tr_" + hex.EncodeToString(sum[:12])
+}

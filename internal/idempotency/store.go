@@ -1,0 +1,137 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/payments/payments/internal/database"
+)
+
+// Response is what is replayed: the status, the headers that matter and the body, byte for byte.
+type Response struct {
+	Status      int    `json:"status"`
+	ContentType string `json:"content_type"`
+	Location    string `json:"location,omitempty"`
+	Body        []byte `json:"body"`
+}
+
+// Record is the state of one scope.
+type Record struct {
+	Fingerprint []byte
+	ResourceID  string    // the transfer or account the operation creates
+	Response    *Response // nil while the operation has not finished
+	CreatedAt   time.Time
+}
+
+// ErrReused means the key was first used with a different request.
+var ErrReused = errors.New("idempotency key reused with a different request")
+
+// Claim writes the record of scope s before its operation starts. When the scope already has a
+// live record it returns that one and created=false; an expired record that no cleanup has
+// removed yet is replaced, as if the cleanup had run. A record of another request yields ErrReused.
+func Claim(ctx context.Context, db database.Querier, s Scope, fingerprint []byte, resourceID string) (rec Record, created bool, err error) {
+	var resp Response
+	var status *int
+	var ctype, location *string
+	var expired bool
+	err = db.QueryRow(ctx, `
+		WITH ins AS (
+			INSERT INTO idempotency_records (owner_id, route, key, fingerprint, resource_id)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (owner_id, route, key) DO NOTHING
+			RETURNING fingerprint, resource_id, status_code, content_type, location, body, created_at,
+			          true AS created, false AS expired
+		)
+		SELECT * FROM ins
+		UNION ALL
+		SELECT fingerprint, resource_id, status_code, content_type, location, body, created_at,
+		       false, expires_at <= now()
+		FROM idempotency_records
+		WHERE owner_id = $1 AND route = $2 AND key = $3 AND NOT EXISTS (SELECT 1 FROM ins)`,
+		s.OwnerID, s.Route, s.Key, fingerprint, resourceID,
+	).Scan(&rec.Fingerprint, &rec.ResourceID, &status, &ctype, &location, &resp.Body, &rec.CreatedAt, &created, &expired)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The conflicting row was deleted between the insert and the read; try again.
+		return Claim(ctx, db, s, fingerprint, resourceID)
+	}
+	if err == nil && expired {
+		if _, err = db.Exec(ctx, `DELETE FROM idempotency_records
+			WHERE owner_id = $1 AND route = $2 AND key = $3 AND expires_at <= now()`, s.OwnerID, s.Route, s.Key); err != nil {
+			return Record{}, false, err
+		}
+		return Claim(ctx, db, s, fingerprint, resourceID)
+	}
+	if err != nil {
+		return Record{}, false, err
+	}
+	if status != nil {
+		resp.Status, resp.ContentType, resp.Location = *status, deref(ctype), deref(location)
+		rec.Response = &resp
+	}
+	if !bytes.Equal(rec.Fingerprint, fingerprint) {
+		return rec, false, ErrReused
+	}
+	return rec, created, nil
+}
+
+// Lookup returns the live record of scope s, if any.
+func Lookup(ctx context.Context, db database.Querier, s Scope) (rec Record, found bool, err error) {
+	var resp Response
+	var status *int
+	var ctype, location *string
+	err = db.QueryRow(ctx, `
+		SELECT fingerprint, resource_id, status_code, content_type, location, body, created_at
+		FROM idempotency_records
+		WHERE owner_id = $1 AND route = $2 AND key = $3 AND (expires_at IS NULL OR expires_at > now())`,
+		s.OwnerID, s.Route, s.Key,
+	).Scan(&rec.Fingerprint, &rec.ResourceID, &status, &ctype, &location, &resp.Body, &rec.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Record{}, false, nil
+	}
+	if err != nil {
+		return Record{}, false, err
+	}
+	if status != nil {
+		resp.Status, resp.ContentType, resp.Location = *status, deref(ctype), deref(location)
+		rec.Response = &resp
+	}
+	return rec, true, nil
+}
+
+// Complete stores the final response of scope s, to be replayed for ttl. Call it in the same
+// transaction as the operation's effect, so that an effect never exists without its response.
+func Complete(ctx context.Context, db database.Querier, s Scope, r Response, ttl time.Duration) error {
+	_, err := db.Exec(ctx, `
+		UPDATE idempotency_records
+		SET status_code = $4, content_type = $5, location = $6, body = $7,
+		    completed_at = now(), expires_at = now() + $8::interval
+		WHERE owner_id = $1 AND route = $2 AND key = $3`,
+		s.OwnerID, s.Route, s.Key, r.Status, r.ContentType, r.Location, r.Body, ttl)
+	return err
+}
+
+// Release removes the record of an operation that is known not to have started, so that the key
+// may be used again (for instance with a corrected body).
+func Release(ctx context.Context, db database.Querier, s Scope) error {
+	_, err := db.Exec(ctx, `
+		DELETE FROM idempotency_records
+		WHERE owner_id = $1 AND route = $2 AND key = $3 AND status_code IS NULL`, s.OwnerID, s.Route, s.Key)
+	return err
+}
+
+// DeleteExpired removes records whose replay window has passed and returns how many.
+func DeleteExpired(ctx context.Context, db database.Querier) (int64, error) {
+	tag, err := db.Exec(ctx, `DELETE FROM idempotency_records WHERE expires_at <= now()`)
+	return tag.RowsAffected(), err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

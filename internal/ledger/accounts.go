@@ -1,0 +1,95 @@
+package ledger
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/payments/payments/internal/database"
+)
+
+// CreateAccount opens a customer account with id for ownerID.
+func CreateAccount(ctx context.Context, q database.Querier, id, ownerID, currency, name string) (Account, error) {
+	return scanAccount(q.QueryRow(ctx, `
+		INSERT INTO accounts (id, owner_id, currency, name, kind) VALUES ($1, $2, $3, $4, 'customer')
+		RETURNING `+accountColumns, id, ownerID, currency, name))
+}
+
+// OwnerAccounts lists the accounts of ownerID, oldest first.
+func (l *Ledger) OwnerAccounts(ctx context.Context, ownerID string) ([]Account, error) {
+	rows, err := l.DB.Query(ctx, `SELECT `+accountColumns+` FROM accounts WHERE owner_id = $1 ORDER BY created_at, id`, ownerID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Account{}
+	for rows.Next() {
+		a, err := scanAccount(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// Entry is one side of a posted transfer, as the API shows it.
+type Entry struct {
+	TransferID        string    `json:"transfer_id"`
+	AmountMinor       int64     `json:"amount_minor"`
+	BalanceAfterMinor int64     `json:"balance_after_minor"`
+	CreatedAt         time.Time `json:"created_at"`
+}
+
+// EntryPage is one page of an account's entries, newest first.
+type EntryPage struct {
+	Data       []Entry `json:"data"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// ErrBadCursor means the cursor was not made by Entries.
+var ErrBadCursor = errors.New("invalid cursor")
+
+// Entries returns up to limit entries of account older than cursor (the newest when empty).
+// The cursor is the last entry id of the page, opaque to clients. Entry ids only grow, and an
+// account's entries are written under its row lock, so a page never shifts when new entries
+// arrive.
+func (l *Ledger) Entries(ctx context.Context, account, cursor string, limit int) (EntryPage, error) {
+	var before int64 = 1<<63 - 1
+	if cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil {
+			return EntryPage{}, ErrBadCursor
+		}
+		if before, err = strconv.ParseInt(string(raw), 10, 64); err != nil || before <= 0 {
+			return EntryPage{}, ErrBadCursor
+		}
+	}
+	rows, err := l.DB.Query(ctx, `
+		SELECT id, transfer_id, amount_minor, balance_after_minor, created_at FROM entries
+		WHERE account_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, account, before, limit+1)
+	if err != nil {
+		return EntryPage{}, err
+	}
+	defer rows.Close()
+	page := EntryPage{Data: []Entry{}}
+	var lastID int64
+	for rows.Next() {
+		var e Entry
+		var id int64
+		if err := rows.Scan(&id, &e.TransferID, &e.AmountMinor, &e.BalanceAfterMinor, &e.CreatedAt); err != nil {
+			return EntryPage{}, err
+		}
+		if len(page.Data) == limit {
+			next := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(lastID, 10)))
+			page.NextCursor = &next
+			break
+		}
+		e.CreatedAt = UTC(e.CreatedAt)
+		page.Data = append(page.Data, e)
+		lastID = id
+	}
+	return page, rows.Err()
+}

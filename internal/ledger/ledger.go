@@ -1,0 +1,145 @@
+// Package ledger holds the double-entry ledger in PostgreSQL: owners' accounts, transfers, the
+// entries that move money between them, and the transaction that posts a transfer exactly once.
+package ledger
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Statuses of a transfer.
+const (
+	StatusPending   = "pending"
+	StatusCompleted = "completed"
+	StatusRejected  = "rejected"
+	StatusFailed    = "failed"
+)
+
+// Account is an account as the API shows it.
+type Account struct {
+	ID           string    `json:"id"`
+	Currency     string    `json:"currency"`
+	Name         string    `json:"name"`
+	BalanceMinor int64     `json:"balance_minor"`
+	CreatedAt    time.Time `json:"created_at"`
+	OwnerID      string    `json:"-"`
+	Kind         string    `json:"-"`
+}
+
+// Transfer is a transfer as the API shows it.
+type Transfer struct {
+	ID            string     `json:"id"`
+	Status        string     `json:"status"`
+	FromAccountID string     `json:"from_account_id"`
+	ToAccountID   string     `json:"to_account_id"`
+	AmountMinor   int64      `json:"amount_minor"`
+	Currency      string     `json:"currency"`
+	Description   string     `json:"description"`
+	WorkflowID    string     `json:"workflow_id"`
+	CreatedAt     time.Time  `json:"created_at"`
+	CompletedAt   *time.Time `json:"completed_at"`
+	FailureReason *string    `json:"failure_reason"`
+}
+
+// ErrNotFound means the object does not exist or the caller may not see it.
+var ErrNotFound = errors.New("not found")
+
+// Ledger reads and writes the ledger tables.
+type Ledger struct {
+	DB *pgxpool.Pool
+}
+
+// NewID returns a random identifier with prefix, e.g. "acc_…".
+func NewID(prefix string) string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b) // never fails on supported platforms
+	return prefix + hex.EncodeToString(b)
+}
+
+// UTC returns t in UTC truncated to microseconds, as PostgreSQL stores it, so that a value
+// shown before and after a round trip through the database is the same.
+func UTC(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+const accountColumns = `id, currency, name, balance_minor, created_at, owner_id, kind`
+
+func scanAccount(row pgx.Row) (Account, error) {
+	var a Account
+	err := row.Scan(&a.ID, &a.Currency, &a.Name, &a.BalanceMinor, &a.CreatedAt, &a.OwnerID, &a.Kind)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, ErrNotFound
+	}
+	a.CreatedAt = UTC(a.CreatedAt)
+	return a, err
+}
+
+const transferColumns = `id, status, from_account_id, to_account_id, amount_minor, currency, description,
+	workflow_id, created_at, completed_at, failure_reason`
+
+func scanTransfer(row pgx.Row) (Transfer, error) {
+	var t Transfer
+	err := row.Scan(&t.ID, &t.Status, &t.FromAccountID, &t.ToAccountID, &t.AmountMinor, &t.Currency,
+		&t.Description, &t.WorkflowID, &t.CreatedAt, &t.CompletedAt, &t.FailureReason)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, ErrNotFound
+	}
+	t.CreatedAt = UTC(t.CreatedAt)
+	if t.CompletedAt != nil {
+		c := UTC(*t.CompletedAt)
+		t.CompletedAt = &c
+	}
+	return t, err
+}
+
+// Account returns account id; when ownerID is not empty, only if that owner holds it.
+func (l *Ledger) Account(ctx context.Context, ownerID, id string) (Account, error) {
+	a, err := scanAccount(l.DB.QueryRow(ctx, `SELECT `+accountColumns+` FROM accounts WHERE id = $1`, id))
+	if err == nil && ownerID != "" && a.OwnerID != ownerID {
+		return Account{}, ErrNotFound
+	}
+	return a, err
+}
+
+// Accounts returns the two accounts of a transfer in one round trip: the source only if ownerID
+// holds it (when ownerID is not empty), the destination whoever holds it.
+func (l *Ledger) Accounts(ctx context.Context, ownerID, fromID, toID string) (from, to Account, err error) {
+	rows, err := l.DB.Query(ctx, `SELECT `+accountColumns+` FROM accounts WHERE id = ANY($1)`, []string{fromID, toID})
+	if err != nil {
+		return from, to, err
+	}
+	defer rows.Close()
+	found := 0
+	for rows.Next() {
+		a, err := scanAccount(rows)
+		if err != nil {
+			return from, to, err
+		}
+		switch a.ID {
+		case fromID:
+			from, found = a, found|1
+		case toID:
+			to, found = a, found|2
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return from, to, err
+	}
+	if found != 3 || (ownerID != "" && from.OwnerID != ownerID) {
+		return Account{}, Account{}, ErrNotFound
+	}
+	return from, to, nil
+}
+
+// Transfer returns transfer id if ownerID holds either of its accounts (any owner when empty).
+func (l *Ledger) Transfer(ctx context.Context, ownerID, id string) (Transfer, error) {
+	return scanTransfer(l.DB.QueryRow(ctx, `
+		SELECT `+transferColumns+` FROM transfers t
+		WHERE id = $1 AND ($2 = '' OR EXISTS (
+			SELECT 1 FROM accounts a
+			WHERE a.id IN (t.from_account_id, t.to_account_id) AND a.owner_id = $2))`, id, ownerID))
+}

@@ -1,0 +1,229 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/problem"
+)
+
+// Posting is one transfer to post. TransferID and WorkflowID are derived from Scope.
+type Posting struct {
+	TransferID  string
+	WorkflowID  string
+	From, To    string
+	AmountMinor int64
+	Currency    string
+	Description string
+	Scope       idempotency.Scope
+	ReplayFor   time.Duration // how long the stored response is replayed
+}
+
+// ErrInvalidPosting is a posting that can never succeed, whatever is retried: the accounts do
+// not exist or do not hold its currency. The API checks all of this before starting; reaching
+// it here means the accounts changed or a caller skipped the checks.
+var ErrInvalidPosting = errors.New("invalid posting")
+
+// Retries counts ledger transactions retried after a serialization failure or deadlock.
+var Retries = promauto.NewCounter(prometheus.CounterOpts{
+	Name: "payments_ledger_transaction_retries_total",
+	Help: "Ledger transactions retried after a serialization failure or a deadlock.",
+})
+
+const maxAttempts = 8
+
+// Post posts p exactly once and stores its final response, in one transaction. Called again
+// with the same transfer id (an activity retried after its commit, a re-run, a UI Reset), it
+// posts nothing and returns the outcome of the first call. A transfer without enough funds is
+// rejected: a final outcome, stored and replayed like a completed one.
+func (l *Ledger) Post(ctx context.Context, p Posting) (Transfer, idempotency.Response, error) {
+	for attempt := 1; ; attempt++ {
+		t, resp, err := l.postOnce(ctx, p)
+		if err == nil || attempt == maxAttempts || !retryable(err) {
+			return t, resp, err
+		}
+		Retries.Inc()
+		// Full jitter over an exponential window: 2 ms, 4 ms, … capped at 200 ms.
+		window := min(2*time.Millisecond<<attempt, 200*time.Millisecond)
+		select {
+		case <-time.After(rand.N(window)):
+		case <-ctx.Done():
+			return t, resp, ctx.Err()
+		}
+	}
+}
+
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
+func (l *Ledger) postOnce(ctx context.Context, p Posting) (t Transfer, resp idempotency.Response, err error) {
+	err = pgx.BeginFunc(ctx, l.DB, func(tx pgx.Tx) error {
+		t, resp, err = post(ctx, tx, p)
+		return err
+	})
+	return t, resp, err
+}
+
+func post(ctx context.Context, tx pgx.Tx, p Posting) (Transfer, idempotency.Response, error) {
+	// Claim the transfer id first. DO UPDATE (rather than DO NOTHING) returns the row either way
+	// and locks it, so a concurrent posting of the same id waits here and then sees it final.
+	t, err := scanTransfer(tx.QueryRow(ctx, `
+		INSERT INTO transfers (id, status, from_account_id, to_account_id, amount_minor, currency, description, workflow_id)
+		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (id) DO UPDATE SET id = EXCLUDED.id
+		RETURNING `+transferColumns,
+		p.TransferID, p.From, p.To, p.AmountMinor, p.Currency, p.Description, p.WorkflowID))
+	if err != nil {
+		return t, idempotency.Response{}, fkInvalid(err)
+	}
+	if t.Status == StatusCompleted || t.Status == StatusRejected {
+		return storedResponse(ctx, tx, p.Scope, t) // posted before: nothing more to do
+	}
+
+	accounts, err := lockAccounts(ctx, tx, t.FromAccountID, t.ToAccountID)
+	if err != nil {
+		return t, idempotency.Response{}, err
+	}
+	from, to := accounts[t.FromAccountID], accounts[t.ToAccountID]
+	if from.Currency != t.Currency || to.Currency != t.Currency {
+		return t, idempotency.Response{}, fmt.Errorf("%w: transfer in %s between accounts in %s and %s",
+			ErrInvalidPosting, t.Currency, from.Currency, to.Currency)
+	}
+
+	if from.Kind == "customer" && from.BalanceMinor < t.AmountMinor {
+		t, err = finish(ctx, tx, t.ID, StatusRejected, "insufficient funds")
+	} else {
+		err = move(ctx, tx, t, from.BalanceMinor-t.AmountMinor, to.BalanceMinor+t.AmountMinor)
+		if err == nil {
+			t, err = finish(ctx, tx, t.ID, StatusCompleted, "")
+		}
+	}
+	if err != nil {
+		return t, idempotency.Response{}, err
+	}
+	resp := FinalResponse(t)
+	return t, resp, idempotency.Complete(ctx, tx, p.Scope, resp, p.ReplayFor)
+}
+
+// lockAccounts locks both accounts in id order, the one global order every posting uses, so two
+// transfers in opposite directions cannot deadlock.
+func lockAccounts(ctx context.Context, tx pgx.Tx, a, b string) (map[string]Account, error) {
+	rows, err := tx.Query(ctx, `SELECT `+accountColumns+` FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE`, []string{a, b})
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]Account, 2)
+	for rows.Next() {
+		acc, err := scanAccount(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[acc.ID] = acc
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) != 2 {
+		return nil, fmt.Errorf("%w: account not found", ErrInvalidPosting)
+	}
+	return out, nil
+}
+
+// move writes both balances and both entries; the balances were read under lock.
+func move(ctx context.Context, tx pgx.Tx, t Transfer, fromAfter, toAfter int64) error {
+	_, err := tx.Exec(ctx, `
+		WITH upd AS (
+			UPDATE accounts SET balance_minor = CASE id WHEN $2 THEN $4::bigint ELSE $5::bigint END
+			WHERE id IN ($2, $3)
+		)
+		INSERT INTO entries (transfer_id, account_id, amount_minor, balance_after_minor)
+		VALUES ($1, $2, -$6::bigint, $4), ($1, $3, $6, $5)`,
+		t.ID, t.FromAccountID, t.ToAccountID, fromAfter, toAfter, t.AmountMinor)
+	return err
+}
+
+func finish(ctx context.Context, q database.Querier, id, status, reason string) (Transfer, error) {
+	return scanTransfer(q.QueryRow(ctx, `
+		UPDATE transfers SET status = $2, completed_at = now(), failure_reason = NULLIF($3, '')
+		WHERE id = $1
+		RETURNING `+transferColumns, id, status, reason))
+}
+
+// MarkFailed records that the transfer's workflow gave up. It changes only a pending transfer:
+// one that completed or was rejected keeps that outcome. The transfer can still complete later,
+// under a new run of the same workflow ID.
+func (l *Ledger) MarkFailed(ctx context.Context, id, reason string) (Transfer, error) {
+	t, err := finish(ctx, l.DB, id, StatusFailed, reason)
+	if errors.Is(err, ErrNotFound) {
+		return t, nil // the posting never got as far as inserting the transfer
+	}
+	if err == nil && t.Status != StatusFailed {
+		return t, nil
+	}
+	return t, err
+}
+
+// storedResponse returns the response stored when t was posted, byte for byte, or renders it
+// again when its replay window has passed.
+func storedResponse(ctx context.Context, q database.Querier, s idempotency.Scope, t Transfer) (Transfer, idempotency.Response, error) {
+	rec, found, err := idempotency.Lookup(ctx, q, s)
+	if err != nil {
+		return t, idempotency.Response{}, err
+	}
+	if found && rec.Response != nil && rec.ResourceID == t.ID {
+		return t, *rec.Response, nil
+	}
+	return t, FinalResponse(t), nil
+}
+
+// FinalResponse is the HTTP answer to a transfer in a final state: what is stored and replayed.
+func FinalResponse(t Transfer) idempotency.Response {
+	if t.Status == StatusRejected {
+		p := problem.New(http.StatusUnprocessableEntity, "insufficient-funds",
+			fmt.Sprintf("account %s cannot cover %d %s", t.FromAccountID, t.AmountMinor, t.Currency))
+		p.TransferID = t.ID
+		return idempotency.Response{Status: p.Status, ContentType: problem.ContentType, Body: p.Body()}
+	}
+	body, err := json.Marshal(t)
+	if err != nil {
+		panic(err)
+	}
+	return idempotency.Response{Status: http.StatusCreated, ContentType: "application/json",
+		Location: "/v1/transfers/" + t.ID, Body: body}
+}
+
+// fkInvalid reports a foreign-key or check violation on the transfer row (unknown account, same
+// account twice, non-positive amount) as an invalid posting, which no retry can fix.
+func fkInvalid(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "23503" || pgErr.Code == "23514") {
+		return fmt.Errorf("%w: %s", ErrInvalidPosting, pgErr.Message)
+	}
+	return err
+}
+
+// InsertPending records the transfer as pending before its workflow starts, so it can be read
+// at once. Posting it later finds the row and completes it.
+func InsertPending(ctx context.Context, q database.Querier, p Posting) error {
+	_, err := q.Exec(ctx, `
+		INSERT INTO transfers (id, status, from_account_id, to_account_id, amount_minor, currency, description, workflow_id)
+		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (id) DO NOTHING`,
+		p.TransferID, p.From, p.To, p.AmountMinor, p.Currency, p.Description, p.WorkflowID)
+	return err
+}

@@ -1,0 +1,98 @@
+// Package problem holds the RFC 9457 problem details every error of the API is written as.
+package problem
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// ContentType is the media type of every error body.
+const ContentType = "application/problem+json"
+
+// FieldError names one invalid field of a request body.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// Problem is an error as the API writes it. Type ends in /problems/<slug>; Status equals the
+// HTTP status. TransferID and WorkflowID are set where the spec asks for them.
+type Problem struct {
+	Type       string       `json:"type"`
+	Title      string       `json:"title"`
+	Status     int          `json:"status"`
+	Detail     string       `json:"detail"`
+	Errors     []FieldError `json:"errors,omitempty"`
+	TransferID string       `json:"transfer_id,omitempty"`
+	WorkflowID string       `json:"workflow_id,omitempty"`
+
+	// RetryAfter, in seconds, is sent as the Retry-After header when positive.
+	RetryAfter int `json:"-"`
+}
+
+func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Title, p.Detail) }
+
+// Slugs and titles of every problem the API answers with; openapi.yaml lists the same.
+var titles = map[string]string{
+	"invalid-request":         "The request is invalid",
+	"unauthorized":            "A valid API key is required",
+	"not-found":               "Not found",
+	"payload-too-large":       "The request body is too large",
+	"missing-idempotency-key": "Idempotency-Key is missing",
+	"invalid-idempotency-key": "Idempotency-Key is invalid",
+	"idempotency-key-reused":  "Idempotency-Key was used with a different request",
+	"idempotency-key-in-use":  "A request with this Idempotency-Key is still being processed",
+	"currency-mismatch":       "The currency does not match the accounts",
+	"insufficient-funds":      "Insufficient funds",
+	"service-unavailable":     "The service is temporarily unavailable",
+	"transfer-failed":         "The transfer failed",
+	"method-not-allowed":      "Method not allowed",
+	"internal-error":          "Internal error",
+}
+
+// New returns the problem of slug with its fixed title.
+func New(status int, slug, detail string) *Problem {
+	title, ok := titles[slug]
+	if !ok {
+		panic("problem: unknown slug " + slug)
+	}
+	return &Problem{Type: "/problems/" + slug, Title: title, Status: status, Detail: detail}
+}
+
+// Slugs lists every slug, for the OpenAPI test.
+func Slugs() []string {
+	out := make([]string, 0, len(titles))
+	for s := range titles {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Body is the problem as JSON.
+func (p *Problem) Body() []byte {
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic(err) // only strings and ints: cannot fail
+	}
+	return b
+}
+
+// Invalid is a 400 invalid-request listing field errors.
+func Invalid(detail string, errs ...FieldError) *Problem {
+	p := New(http.StatusBadRequest, "invalid-request", detail)
+	p.Errors = errs
+	return p
+}
+
+// NotFound is the answer for anything the caller may not see, existing or not.
+func NotFound(what string) *Problem {
+	return New(http.StatusNotFound, "not-found", what+" not found")
+}
+
+// Unavailable is a 503 that asks the client to retry later with the same key.
+func Unavailable(detail string) *Problem {
+	p := New(http.StatusServiceUnavailable, "service-unavailable", detail)
+	p.RetryAfter = 1
+	return p
+}

@@ -1,0 +1,254 @@
+// Package testenv gives integration tests the real parts: a database of their own on the local
+// PostgreSQL, a tuned Temporal dev server from ./bin/temporal, a worker, and the HTTP API.
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/payments/payments/activities"
+	"github.com/payments/payments/api"
+	"github.com/payments/payments/internal/auth"
+	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/devserver"
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/money"
+	"github.com/payments/payments/transfers"
+	"github.com/payments/payments/worker"
+)
+
+// AdminURL is the PostgreSQL the tests create their databases on; TEST_DATABASE_URL overrides it.
+func AdminURL() string {
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// FreshDatabase drops and re-creates database name, migrates it and returns its URL. Each test
+// package uses its own name, so packages run in parallel and `make run` data is never touched.
+func FreshDatabase(ctx context.Context, name string) (string, error) {
+	admin, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		return "", fmt.Errorf("tests need PostgreSQL at %s: %w", AdminURL(), err)
+	}
+	defer admin.Close(ctx)
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+		return "", err
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+		return "", err
+	}
+	cfg, _ := pgx.ParseConfig(AdminURL())
+	url := fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
+	pool, err := database.Open(ctx, url)
+	if err != nil {
+		return "", err
+	}
+	defer pool.Close()
+	return url, database.Migrate(ctx, pool, io.Discard)
+}
+
+// RepoRoot is the directory holding go.mod.
+func RepoRoot() string {
+	dir, _ := os.Getwd()
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			panic("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// StartTemporal starts a tuned, in-memory dev server on a free port.
+func StartTemporal(ctx context.Context) (*testsuite.DevServer, error) {
+	return devserver.Start(ctx, devserver.Options{Binary: filepath.Join(RepoRoot(), "bin", "temporal"), Log: io.Discard})
+}
+
+// Env is one running system: database, Temporal, a worker and the HTTP API on one client, so
+// that transfers start eagerly as under `payments serve`.
+type Env struct {
+	DB        *pgxpool.Pool
+	Ledger    *ledger.Ledger
+	Temporal  client.Client
+	Transfers *transfers.Service
+	Server    *httptest.Server
+	Dev       *testsuite.DevServer
+	Worker    sdkworker.Worker
+}
+
+// Options change an Env from its defaults.
+type Options struct {
+	SyncWait time.Duration // default 10s
+	TTL      time.Duration // default 24h
+	RetryFor time.Duration // default 2m
+}
+
+// Start brings up an Env on database name. Call it from TestMain and Close it after m.Run.
+func Start(ctx context.Context, name string, o Options) (*Env, error) {
+	url, err := FreshDatabase(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := StartTemporal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	db, err := database.Open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{DB: db, Ledger: &ledger.Ledger{DB: db}, Temporal: dev.Client(), Dev: dev}
+	e.Worker = worker.New(e.Temporal, &activities.Activities{Ledger: e.Ledger})
+	if err := e.Worker.Start(); err != nil {
+		return nil, err
+	}
+	e.Transfers = &transfers.Service{Ledger: e.Ledger, Temporal: e.Temporal, Eager: true,
+		SyncWait: or(o.SyncWait, 10*time.Second), TTL: or(o.TTL, 24*time.Hour), RetryFor: or(o.RetryFor, 2*time.Minute)}
+	srv := &api.Server{DB: db, Ledger: e.Ledger, Transfers: e.Transfers, Temporal: e.Temporal,
+		TTL: e.Transfers.TTL, Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	e.Server = httptest.NewServer(srv.Handler())
+	return e, nil
+}
+
+func or(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// Close stops everything Start started.
+func (e *Env) Close() {
+	e.Server.Close()
+	e.Worker.Stop()
+	e.DB.Close()
+	_ = e.Dev.Stop()
+}
+
+// Owner issues a new API key for a new owner and returns (owner id, key).
+func (e *Env) Owner(t testing.TB) (string, string) {
+	t.Helper()
+	name := fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())
+	key, err := auth.CreateKey(context.Background(), e.DB, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := auth.Owner(context.Background(), e.DB, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, key
+}
+
+// Response is an HTTP answer read whole.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into a map.
+func (r Response) JSON(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		t.Fatalf("body is not JSON: %v: %s", err, r.Body)
+	}
+	return m
+}
+
+// Do sends one request with the API key and, when idemKey is not empty, an Idempotency-Key.
+func (e *Env) Do(t testing.TB, method, path, apiKey, idemKey, body string) Response {
+	t.Helper()
+	req, err := http.NewRequest(method, e.Server.URL+path, bytes.NewReader([]byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// Account opens an account through the API and returns its id.
+func (e *Env) Account(t testing.TB, apiKey, currency string) string {
+	t.Helper()
+	r := e.Do(t, "POST", "/v1/accounts", apiKey, fmt.Sprintf("acc-%d", time.Now().UnixNano()), `{"currency":"`+currency+`"}`)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("open account: %d %s", r.Status, r.Body)
+	}
+	return r.JSON(t)["id"].(string)
+}
+
+// Fund deposits amount into account from its currency's funding account, directly in the
+// ledger (no workflow), for tests that need a starting balance.
+func (e *Env) Fund(t testing.TB, account string, amount int64) {
+	t.Helper()
+	acc, err := e.Ledger.Account(context.Background(), "", account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ledger.NewID("tr_fund_")
+	_, _, err = e.Ledger.Post(context.Background(), ledger.Posting{TransferID: id, WorkflowID: "test-funding/" + id,
+		From: money.FundingAccountID(acc.Currency), To: account, AmountMinor: amount, Currency: acc.Currency})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Balance reads an account's balance from the ledger.
+func (e *Env) Balance(t testing.TB, account string) int64 {
+	t.Helper()
+	acc, err := e.Ledger.Account(context.Background(), "", account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acc.BalanceMinor
+}
+
+// Count runs a count query.
+func (e *Env) Count(t testing.TB, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := e.DB.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

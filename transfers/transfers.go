@@ -1,0 +1,171 @@
+// Package transfers submits transfers: it claims the idempotency scope, starts the transfer
+// workflow under the scope's workflow ID (or joins the run already there) and waits for its
+// answer. The HTTP API and the `deposit` command both submit through it.
+package transfers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/problem"
+	"github.com/payments/payments/workflows"
+)
+
+// Service submits transfers.
+type Service struct {
+	Ledger   *ledger.Ledger
+	Temporal client.Client
+	SyncWait time.Duration // how long Submit waits for the workflow's result
+	TTL      time.Duration // how long a final answer is replayed
+	RetryFor time.Duration // how long a transfer retries technical failures
+	// Eager starts the workflow's first task in this process when a worker runs here: the
+	// transfer then costs no task dispatch through the server before its posting.
+	Eager bool
+}
+
+// Request is a transfer whose accounts and currency the caller has already checked.
+type Request struct {
+	Scope       idempotency.Scope
+	Fingerprint []byte
+	From, To    string
+	AmountMinor int64
+	Currency    string
+	Description string
+}
+
+// Answer is the HTTP answer to a submission. Replayed is true when it answers a duplicate.
+type Answer struct {
+	idempotency.Response
+	Replayed bool
+}
+
+// Submit runs the transfer once per scope and answers as spec §3 and §4 say. The error, when
+// not nil, is a *problem.Problem to send as it is.
+func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
+	in := s.input(r)
+	rec, created, err := s.claim(ctx, r, in)
+	if errors.Is(err, idempotency.ErrReused) {
+		return Answer{}, problem.New(http.StatusUnprocessableEntity, "idempotency-key-reused",
+			"this Idempotency-Key was first used with a different request; use a new key for a new transfer")
+	}
+	if err != nil {
+		return Answer{}, problem.Unavailable("the ledger database is unreachable; retry with the same Idempotency-Key")
+	}
+	if rec.Response != nil {
+		return Answer{Response: *rec.Response, Replayed: true}, nil
+	}
+
+	run, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(in), workflows.Transfer, in)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) {
+		// A completed run holds this ID: its answer is stored, or it finished after our claim.
+		run = s.Temporal.GetWorkflow(ctx, in.WorkflowID, "")
+	} else if err != nil {
+		return Answer{}, problem.Unavailable("Temporal is unreachable; retry with the same Idempotency-Key")
+	}
+
+	waitCtx, cancel := context.WithTimeout(ctx, s.SyncWait)
+	defer cancel()
+	var out activities.TransferOutcome
+	err = run.Get(waitCtx, &out)
+	switch {
+	case err == nil:
+		return Answer{Response: out.Response, Replayed: !created}, nil
+	case isWorkflowFailure(err):
+		p := problem.New(http.StatusInternalServerError, "transfer-failed",
+			"the transfer failed after its retries and moved no money; retry with the same Idempotency-Key to run it again")
+		p.TransferID, p.WorkflowID = in.TransferID, in.WorkflowID
+		return Answer{}, p
+	case waitCtx.Err() != nil && ctx.Err() == nil && created:
+		return Answer{Response: s.pending(ctx, in, rec.CreatedAt)}, nil
+	case waitCtx.Err() != nil && ctx.Err() == nil:
+		p := problem.New(http.StatusConflict, "idempotency-key-in-use",
+			"the first request with this Idempotency-Key is still being processed; retry later")
+		p.RetryAfter = 1
+		p.TransferID, p.WorkflowID = in.TransferID, in.WorkflowID
+		return Answer{}, p
+	default:
+		return Answer{}, problem.Unavailable("lost contact with Temporal while waiting; retry with the same Idempotency-Key")
+	}
+}
+
+func (s *Service) input(r Request) activities.TransferInput {
+	return activities.TransferInput{
+		TransferID: r.Scope.TransferID(), WorkflowID: r.Scope.WorkflowID(),
+		From: r.From, To: r.To, AmountMinor: r.AmountMinor, Currency: r.Currency, Description: r.Description,
+		OwnerID: r.Scope.OwnerID, Route: r.Scope.Route, Key: r.Scope.Key,
+		ReplayFor: s.TTL, RetryFor: s.RetryFor,
+	}
+}
+
+// claim writes the idempotency record and the pending transfer in one transaction, so the
+// transfer can be read (GET, a 202's Location) as soon as the scope is claimed.
+func (s *Service) claim(ctx context.Context, r Request, in activities.TransferInput) (rec idempotency.Record, created bool, err error) {
+	err = pgx.BeginFunc(ctx, s.Ledger.DB, func(tx pgx.Tx) error {
+		rec, created, err = idempotency.Claim(ctx, tx, r.Scope, r.Fingerprint, in.TransferID)
+		if err != nil || !created {
+			return err
+		}
+		return ledger.InsertPending(ctx, tx, s.posting(in))
+	})
+	if errors.Is(err, idempotency.ErrReused) {
+		return rec, false, err
+	}
+	return rec, created, err
+}
+
+func (s *Service) posting(in activities.TransferInput) ledger.Posting {
+	return ledger.Posting{TransferID: in.TransferID, WorkflowID: in.WorkflowID, From: in.From, To: in.To,
+		AmountMinor: in.AmountMinor, Currency: in.Currency, Description: in.Description}
+}
+
+func (s *Service) startOptions(in activities.TransferInput) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:        in.WorkflowID,
+		TaskQueue: workflows.TaskQueue,
+		// A completed run is never repeated; a failed one may be run again under the same ID.
+		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		// A duplicate arriving while the first run is going joins that run and waits for it.
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		EnableEagerStart:         s.Eager,
+		TypedSearchAttributes:    workflows.SearchAttributes(in),
+		StaticSummary:            workflows.Summary(in),
+	}
+}
+
+// pending is the 202 answer while the workflow is still running. It is not stored: the final
+// answer replaces it.
+func (s *Service) pending(ctx context.Context, in activities.TransferInput, createdAt time.Time) idempotency.Response {
+	t, err := s.Ledger.Transfer(ctx, "", in.TransferID)
+	if err != nil || t.Status != ledger.StatusPending { // unreadable, or finished meanwhile: still say pending
+		t = ledger.Transfer{ID: in.TransferID, Status: ledger.StatusPending, FromAccountID: in.From,
+			ToAccountID: in.To, AmountMinor: in.AmountMinor, Currency: in.Currency,
+			Description: in.Description, WorkflowID: in.WorkflowID, CreatedAt: ledger.UTC(createdAt)}
+	}
+	body, _ := json.Marshal(t)
+	return idempotency.Response{Status: http.StatusAccepted, ContentType: "application/json",
+		Location: "/v1/transfers/" + in.TransferID, Body: body}
+}
+
+func isWorkflowFailure(err error) bool {
+	var wfErr *temporal.WorkflowExecutionError
+	return errors.As(err, &wfErr)
+}
+
+// String describes the request for logs.
+func (r Request) String() string {
+	return fmt.Sprintf("%d %s from %s to %s", r.AmountMinor, r.Currency, r.From, r.To)
+}
