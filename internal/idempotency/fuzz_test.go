@@ -1,0 +1,61 @@
+package idempotency
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+func FuzzParseKey(f *testing.F) {
+	for _, s := range []string{"abc", `"abc"`, `"a\"b"`, "", " ", "a b", `"`, `""`, "\x00", "é", `"\\"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		key, err := ParseKey([]string{v})
+		if err != nil {
+			return
+		}
+		if key == "" || len(key) > MaxKeyLength {
+			t.Fatalf("accepted key %q of length %d", key, len(key))
+		}
+		for i := 0; i < len(key); i++ {
+			if key[i] < 0x21 || key[i] > 0x7E {
+				t.Fatalf("accepted byte %#x in %q", key[i], key)
+			}
+		}
+		// A valid bare key parses to itself.
+		if again, err := ParseKey([]string{key}); err != nil || (again != key && key[0] != '"') {
+			t.Fatalf("key %q re-parses as %q, %v", key, again, err)
+		}
+	})
+}
+
+func FuzzCanonical(f *testing.F) {
+	for _, s := range []string{`{"a":1,"b":[1,2,{"c":null}]}`, `{ "b" : "x" , "a" : true }`, `[]`, `"s"`, `1e3`, `{"a":"<&>"}`, `{`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		canon, err := Canonical(body)
+		if err != nil {
+			return
+		}
+		// Canonical form is a fixed point and valid JSON equal in value to the input.
+		again, err := Canonical(canon)
+		if err != nil || !bytes.Equal(again, canon) {
+			t.Fatalf("not a fixed point: %s -> %s (%v)", canon, again, err)
+		}
+		var a, b any
+		if json.Unmarshal(body, &a) != nil || json.Unmarshal(canon, &b) != nil {
+			t.Fatalf("canonical form does not parse: %s", canon)
+		}
+		// Re-indenting the input does not change its fingerprint.
+		var spaced bytes.Buffer
+		if json.Indent(&spaced, body, " ", "  ") == nil {
+			f1, _ := Fingerprint("r", body)
+			f2, _ := Fingerprint("r", spaced.Bytes())
+			if !bytes.Equal(f1, f2) {
+				t.Fatalf("whitespace changed the fingerprint of %s", body)
+			}
+		}
+	})
+}

@@ -1,0 +1,69 @@
+package idempotency
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseKey(t *testing.T) {
+	cases := []struct {
+		values []string
+		want   string
+		err    error
+	}{
+		{nil, "", ErrMissing},
+		{[]string{"abc"}, "abc", nil},
+		{[]string{`"abc"`}, "abc", nil},
+		{[]string{`"a\"b"`}, `a"b`, nil},
+		{[]string{`"a\\b"`}, `a\b`, nil},
+		{[]string{`"a\b"`}, "", ErrInvalid},
+		{[]string{`"a"b"`}, "", ErrInvalid},
+		{[]string{`""`}, "", ErrInvalid},
+		{[]string{""}, "", ErrInvalid},
+		{[]string{"a b"}, "", ErrInvalid},
+		{[]string{"é"}, "", ErrInvalid},
+		{[]string{"a\x7f"}, "", ErrInvalid},
+		{[]string{strings.Repeat("k", 255)}, strings.Repeat("k", 255), nil},
+		{[]string{strings.Repeat("k", 256)}, "", ErrInvalid},
+		{[]string{"a", "a"}, "", ErrInvalid},
+		{[]string{" padded "}, "padded", nil},
+	}
+	for _, c := range cases {
+		got, err := ParseKey(c.values)
+		if got != c.want || err != c.err {
+			t.Errorf("ParseKey(%q) = %q, %v; want %q, %v", c.values, got, err, c.want, c.err)
+		}
+	}
+}
+
+func TestScopeIdentifiers(t *testing.T) {
+	a := Scope{OwnerID: "own_1", Route: RouteTransfers, Key: "order-7"}
+	if got := a.WorkflowID(); got != "transfer/own_1/order-7" {
+		t.Fatalf("workflow id %q", got)
+	}
+	b := a
+	b.OwnerID = "own_2"
+	c := a
+	c.Route = RouteDeposit
+	if a.TransferID() == b.TransferID() || a.TransferID() == c.TransferID() || a.TransferID() != a.TransferID() {
+		t.Fatal("transfer ids must be a pure, injective-in-practice function of the scope")
+	}
+	if !strings.HasPrefix(a.TransferID(), "tr_") || len(a.TransferID()) != 27 {
+		t.Fatalf("transfer id %q", a.TransferID())
+	}
+}
+
+func TestCanonicalIgnoresOrderAndSpacingOnly(t *testing.T) {
+	x, _ := Canonical([]byte(`{"b": 1, "a": {"d": [1, 2], "c": "<x>"}}`))
+	y, _ := Canonical([]byte(`{"a":{"c":"<x>","d":[1,2]},"b":1}`))
+	if string(x) != string(y) || string(x) != `{"a":{"c":"<x>","d":[1,2]},"b":1}` {
+		t.Fatalf("%s vs %s", x, y)
+	}
+	z, _ := Canonical([]byte(`{"a":{"c":"<x>","d":[2,1]},"b":1}`))
+	if string(z) == string(x) {
+		t.Fatal("array order is a value and must count")
+	}
+	if _, err := Canonical([]byte(`{"a":1} {"b":2}`)); err == nil {
+		t.Fatal("trailing data must be rejected")
+	}
+}

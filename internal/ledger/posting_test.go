@@ -1,0 +1,157 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/payments/payments/internal/auth"
+	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/money"
+	"github.com/payments/payments/internal/testenv"
+)
+
+var l *ledger.Ledger
+
+func TestMain(m *testing.M) {
+	ctx := context.Background()
+	url, err := testenv.FreshDatabase(ctx, "payments_test_ledger")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	pool, err := database.Open(ctx, url)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	l = &ledger.Ledger{DB: pool}
+	code := m.Run()
+	pool.Close()
+	os.Exit(code)
+}
+
+func account(t *testing.T, currency string, balance int64) string {
+	t.Helper()
+	ctx := context.Background()
+	owner, err := auth.EnsureOwner(ctx, l.DB, t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := ledger.CreateAccount(ctx, l.DB, ledger.NewID("acc_"), owner, currency, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if balance > 0 {
+		if _, _, err := l.Post(ctx, posting(money.FundingAccountID(currency), acc.ID, balance)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return acc.ID
+}
+
+func posting(from, to string, amount int64) ledger.Posting {
+	id := ledger.NewID("tr_")
+	return ledger.Posting{TransferID: id, WorkflowID: "wf/" + id, From: from, To: to, AmountMinor: amount, Currency: "USD",
+		Scope: idempotency.Scope{OwnerID: "own_x", Route: idempotency.RouteTransfers, Key: id}}
+}
+
+func balance(t *testing.T, id string) int64 {
+	t.Helper()
+	a, err := l.Account(context.Background(), "", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.BalanceMinor
+}
+
+func entries(t *testing.T, transferID string) int {
+	t.Helper()
+	var n int
+	if err := l.DB.QueryRow(context.Background(), `SELECT count(*) FROM entries WHERE transfer_id = $1`, transferID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestPostingTwicePostsOnce(t *testing.T) {
+	a, b := account(t, "USD", 1_000), account(t, "USD", 0)
+	p := posting(a, b, 300)
+	first, r1, err := l.Post(context.Background(), p)
+	if err != nil || first.Status != ledger.StatusCompleted {
+		t.Fatalf("first: %v %v", first.Status, err)
+	}
+	second, r2, err := l.Post(context.Background(), p)
+	if err != nil || second.Status != ledger.StatusCompleted || string(r1.Body) != string(r2.Body) {
+		t.Fatalf("second: %v %v", second.Status, err)
+	}
+	if balance(t, a) != 700 || balance(t, b) != 300 || entries(t, p.TransferID) != 2 {
+		t.Fatalf("balances %d/%d entries %d", balance(t, a), balance(t, b), entries(t, p.TransferID))
+	}
+}
+
+func TestConcurrentPostingsOfOneTransferPostOnce(t *testing.T) {
+	a, b := account(t, "USD", 1_000), account(t, "USD", 0)
+	p := posting(a, b, 100)
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, err := l.Post(context.Background(), p)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if balance(t, a) != 900 || balance(t, b) != 100 || entries(t, p.TransferID) != 2 {
+		t.Fatalf("balances %d/%d entries %d", balance(t, a), balance(t, b), entries(t, p.TransferID))
+	}
+}
+
+func TestInsufficientFundsRejectsAndStoresTheAnswer(t *testing.T) {
+	a, b := account(t, "USD", 50), account(t, "USD", 0)
+	p := posting(a, b, 51)
+	tr, resp, err := l.Post(context.Background(), p)
+	if err != nil || tr.Status != ledger.StatusRejected || resp.Status != 422 {
+		t.Fatalf("%v %d %v", tr.Status, resp.Status, err)
+	}
+	if balance(t, a) != 50 || entries(t, p.TransferID) != 0 {
+		t.Fatal("a rejection moved money")
+	}
+	// Funds arriving later do not turn a final rejection into a posting.
+	tr, _, _ = l.Post(context.Background(), p)
+	if tr.Status != ledger.StatusRejected {
+		t.Fatalf("status %s after re-post", tr.Status)
+	}
+}
+
+func TestInvalidPostingsNeverHalfApply(t *testing.T) {
+	usd, eur := account(t, "USD", 100), account(t, "EUR", 0)
+	for name, p := range map[string]ledger.Posting{
+		"currency mismatch": posting(usd, eur, 10),
+		"unknown account":   posting(usd, "acc_missing", 10),
+		"same account":      posting(usd, usd, 10),
+	} {
+		if _, _, err := l.Post(context.Background(), p); !errors.Is(err, ledger.ErrInvalidPosting) {
+			t.Errorf("%s: err %v, want ErrInvalidPosting", name, err)
+		}
+		if entries(t, p.TransferID) != 0 {
+			t.Errorf("%s: entries written", name)
+		}
+	}
+	if balance(t, usd) != 100 || balance(t, eur) != 0 {
+		t.Fatal("balances changed")
+	}
+}
