@@ -13,11 +13,19 @@ import (
 	"github.com/payments/payments/internal/testenv"
 )
 
-var env *testenv.Env
+var (
+	env     *testenv.Env
+	checker *contract
+)
 
 func TestMain(m *testing.M) {
 	ctx := context.Background()
 	var err error
+	if checker, err = newContract(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	http.DefaultClient.Transport = checker
 	env, err = testenv.Start(ctx, "payments_test_api", testenv.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "test environment:", err)
@@ -25,6 +33,11 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	env.Close()
+	if err := checker.report(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	fmt.Printf("contract: %d responses checked against openapi.yaml\n", checker.checked)
 	os.Exit(code)
 }
 

@@ -151,4 +151,3 @@ func (s *Server) getTransfer(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, t)
 }
-

@@ -23,6 +23,7 @@ var TunedArgs = []string{
 	"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
 	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
 	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+	"--dynamic-config-value", "system.enableEagerWorkflowStart=true",
 }
 
 // SearchAttributes are the custom search attributes transfer workflows carry.
