@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+
+	"go.temporal.io/api/enums/v1"
+
+	"github.com/payments/payments/internal/money"
+	"github.com/payments/payments/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	env, err = testenv.Start(context.Background(), "payments_test_cli", testenv.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	env.Close()
+	os.Exit(code)
+}
+
+func TestBadFlagsAreUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"nope"},
+		{"keys"},
+		{"keys", "create"},
+		{"accounts", "create", "--owner", "a"},
+		{"accounts", "create", "--owner", "a", "--currency", "usd"},
+		{"deposit", "--account", "acc_x", "--amount-minor", "0"},
+		{"deposit", "--account", "acc_x", "--amount-minor", "5", "--idempotency-key", "has space"},
+		{"migrate", "extra"},
+		{"api", "--port", "1"},
+	} {
+		var usage usageError
+		if err := dispatch(context.Background(), args, io.Discard); !errors.As(err, &usage) {
+			t.Errorf("%v: err %v, want a usage error (exit 2)", args, err)
+		}
+	}
+}
+
+func TestDepositRunsThroughTheTransferWorkflowOnce(t *testing.T) {
+	ownerID, key := env.Owner(t)
+	acc := env.Account(t, key, "EUR")
+	funding := env.Balance(t, money.FundingAccountID("EUR"))
+	for range 2 { // the second call is a retry with the same key
+		answer, err := deposit(context.Background(), env.Transfers, acc, 5_000, "seed-1")
+		if err != nil || answer.Status != 201 {
+			t.Fatalf("deposit: %+v %v", answer, err)
+		}
+	}
+	if got := env.Balance(t, acc); got != 5_000 {
+		t.Fatalf("balance %d, want 5000", got)
+	}
+	if got := env.Balance(t, money.FundingAccountID("EUR")); got != funding-5_000 {
+		t.Fatalf("funding account moved by %d, want -5000", got-funding)
+	}
+	if n := env.Count(t, `SELECT count(*) FROM entries WHERE account_id = $1`, acc); n != 1 {
+		t.Fatalf("%d entries, want 1", n)
+	}
+	desc, err := env.Temporal.DescribeWorkflowExecution(context.Background(), "deposit/"+ownerID+"/seed-1", "")
+	if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("deposit workflow: %v", err)
+	}
+	if _, err := deposit(context.Background(), env.Transfers, money.FundingAccountID("EUR"), 1, "x"); err == nil {
+		t.Fatal("depositing into a funding account must be refused")
+	}
+}
