@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -121,10 +120,7 @@ func (s *Service) claim(ctx context.Context, r Request, in activities.TransferIn
 		}
 		return ledger.InsertPending(ctx, tx, s.posting(in))
 	})
-	if errors.Is(err, idempotency.ErrReused) {
-		return rec, false, err
-	}
-	return rec, created, err
+	return rec, created && err == nil, err
 }
 
 func (s *Service) posting(in activities.TransferInput) ledger.Posting {
@@ -163,9 +159,4 @@ func (s *Service) pending(ctx context.Context, in activities.TransferInput, crea
 func isWorkflowFailure(err error) bool {
 	var wfErr *temporal.WorkflowExecutionError
 	return errors.As(err, &wfErr)
-}
-
-// String describes the request for logs.
-func (r Request) String() string {
-	return fmt.Sprintf("%d %s from %s to %s", r.AmountMinor, r.Currency, r.From, r.To)
 }
