@@ -69,6 +69,5 @@ func (a *Activities) PostTransfer(ctx context.Context, in TransferInput) (Transf
 // MarkTransferFailed records that the workflow gave up on the transfer, so that reading it shows
 // why. It never undoes a completed or rejected transfer.
 func (a *Activities) MarkTransferFailed(ctx context.Context, transferID, reason string) error {
-	_, err := a.Ledger.MarkFailed(ctx, transferID, reason)
-	return err
+	return a.Ledger.MarkFailed(ctx, transferID, reason)
 }

@@ -165,17 +165,14 @@ func finish(ctx context.Context, q database.Querier, id, status, reason string) 
 }
 
 // MarkFailed records that the transfer's workflow gave up. It changes only a pending transfer:
-// one that completed or was rejected keeps that outcome. The transfer can still complete later,
-// under a new run of the same workflow ID.
-func (l *Ledger) MarkFailed(ctx context.Context, id, reason string) (Transfer, error) {
-	t, err := finish(ctx, l.DB, id, StatusFailed, reason)
-	if errors.Is(err, ErrNotFound) {
-		return t, nil // the posting never got as far as inserting the transfer
-	}
-	if err == nil && t.Status != StatusFailed {
-		return t, nil
-	}
-	return t, err
+// one that completed or was rejected keeps that outcome (a posting can commit and still be
+// reported lost to the workflow), and one never inserted is left alone. The transfer can still
+// complete later, under a new run of the same workflow ID.
+func (l *Ledger) MarkFailed(ctx context.Context, id, reason string) error {
+	_, err := l.DB.Exec(ctx, `
+		UPDATE transfers SET status = 'failed', completed_at = now(), failure_reason = $2
+		WHERE id = $1 AND status = 'pending'`, id, reason)
+	return err
 }
 
 // storedResponse returns the response stored when t was posted, byte for byte, or renders it

@@ -155,3 +155,41 @@ func TestInvalidPostingsNeverHalfApply(t *testing.T) {
 		t.Fatal("balances changed")
 	}
 }
+
+func TestMarkFailedNeverUndoesAPosting(t *testing.T) {
+	a, b := account(t, "USD", 100), account(t, "USD", 0)
+	p := posting(a, b, 40)
+	if _, _, err := l.Post(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	// The posting committed but its result was lost, and the run gave up: the ledger keeps the truth.
+	if err := l.MarkFailed(context.Background(), p.TransferID, "lost result"); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := l.Transfer(context.Background(), "", p.TransferID)
+	if err != nil || tr.Status != ledger.StatusCompleted || tr.FailureReason != nil {
+		t.Fatalf("transfer %s (%v), want completed: %v", tr.Status, tr.FailureReason, err)
+	}
+	if balance(t, a) != 60 || entries(t, p.TransferID) != 2 {
+		t.Fatal("the posting changed")
+	}
+
+	// A transfer that never posted is marked failed, and a later run still posts it once.
+	q := posting(a, b, 10)
+	if err := ledger.InsertPending(context.Background(), l.DB, q); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.MarkFailed(context.Background(), q.TransferID, "database down"); err != nil {
+		t.Fatal(err)
+	}
+	if tr, _ := l.Transfer(context.Background(), "", q.TransferID); tr.Status != ledger.StatusFailed {
+		t.Fatalf("status %s, want failed", tr.Status)
+	}
+	if tr, _, err := l.Post(context.Background(), q); err != nil || tr.Status != ledger.StatusCompleted || entries(t, q.TransferID) != 2 {
+		t.Fatalf("re-run after failure: %s %v", tr.Status, err)
+	}
+	// Marking a transfer nobody inserted is harmless.
+	if err := l.MarkFailed(context.Background(), "tr_unknown", "x"); err != nil {
+		t.Fatal(err)
+	}
+}
