@@ -35,6 +35,15 @@ func (in TransferInput) Scope() idempotency.Scope {
 	return idempotency.Scope{OwnerID: in.OwnerID, Route: in.Route, Key: in.Key}
 }
 
+// Posting is the ledger posting the input asks for.
+func (in TransferInput) Posting() ledger.Posting {
+	return ledger.Posting{
+		TransferID: in.TransferID, WorkflowID: in.WorkflowID,
+		From: in.From, To: in.To, AmountMinor: in.AmountMinor, Currency: in.Currency,
+		Description: in.Description, Scope: in.Scope(), ReplayFor: in.ReplayFor,
+	}
+}
+
 // TransferOutcome is what a posting ended with: "completed" or "rejected", and the HTTP answer
 // stored for it, which the API sends as it is.
 type TransferOutcome struct {
@@ -52,11 +61,7 @@ type Activities struct {
 
 // PostTransfer posts the transfer and stores its response, once, however often it is called.
 func (a *Activities) PostTransfer(ctx context.Context, in TransferInput) (TransferOutcome, error) {
-	t, resp, err := a.Ledger.Post(ctx, ledger.Posting{
-		TransferID: in.TransferID, WorkflowID: in.WorkflowID,
-		From: in.From, To: in.To, AmountMinor: in.AmountMinor, Currency: in.Currency,
-		Description: in.Description, Scope: in.Scope(), ReplayFor: in.ReplayFor,
-	})
+	t, resp, err := a.Ledger.Post(ctx, in.Posting())
 	if errors.Is(err, ledger.ErrInvalidPosting) {
 		return TransferOutcome{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidPosting, err)
 	}

@@ -61,7 +61,7 @@ func (s *Server) createAccount(c echo.Context) error {
 		return idempotency.Complete(ctx, tx, scope, answer, s.TTL)
 	})
 	if errors.Is(err, idempotency.ErrReused) {
-		return reused()
+		return problem.KeyReused()
 	}
 	if err != nil {
 		return err
@@ -124,9 +124,4 @@ func respond(c echo.Context, r idempotency.Response, replayed bool) error {
 		replays.WithLabelValues(c.Path()).Inc()
 	}
 	return c.Blob(r.Status, r.ContentType, r.Body)
-}
-
-func reused() error {
-	return problem.New(http.StatusUnprocessableEntity, "idempotency-key-reused",
-		"this Idempotency-Key was first used with a different request; use a new key for a new operation")
 }

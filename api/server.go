@@ -68,8 +68,7 @@ func (s *Server) ready(c echo.Context) error {
 		checks["temporal"], ok = err.Error(), false
 	}
 	if !ok {
-		p := problem.Unavailable("not ready: " + checks["postgres"] + "; " + checks["temporal"])
-		return p
+		return problem.Unavailable("not ready: postgres " + checks["postgres"] + "; temporal " + checks["temporal"])
 	}
 	return c.JSON(http.StatusOK, checks)
 }
@@ -99,18 +98,13 @@ func (s *Server) writeError(err error, c echo.Context) {
 	_ = c.Blob(p.Status, problem.ContentType, p.Body())
 }
 
+// fromHTTPError maps the errors Echo's router raises itself; handlers return problems.
 func fromHTTPError(he *echo.HTTPError) *problem.Problem {
 	switch he.Code {
 	case http.StatusNotFound:
 		return problem.NotFound("route")
 	case http.StatusMethodNotAllowed:
 		return problem.New(he.Code, "method-not-allowed", "this route does not take that method")
-	case http.StatusRequestEntityTooLarge:
-		return problem.New(he.Code, "payload-too-large", "request bodies are limited to 64 KiB")
-	case http.StatusUnauthorized:
-		return problem.New(he.Code, "unauthorized", "send Authorization: Bearer <API key>")
-	case http.StatusBadRequest:
-		return problem.Invalid("the request is malformed")
 	default:
 		return problem.New(http.StatusInternalServerError, "internal-error", "an unexpected error occurred")
 	}

@@ -98,7 +98,7 @@ func (s *Server) createTransfer(c echo.Context) error {
 	if rec, found, err := idempotency.Lookup(ctx, s.DB, scope); err != nil {
 		return problem.Unavailable("the ledger database is unreachable; retry with the same Idempotency-Key")
 	} else if found && !bytes.Equal(rec.Fingerprint, fp) {
-		return reused()
+		return problem.KeyReused()
 	} else if found && rec.Response != nil {
 		return respond(c, *rec.Response, true)
 	}

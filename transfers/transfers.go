@@ -57,8 +57,7 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	in := s.input(r)
 	rec, created, err := s.claim(ctx, r, in)
 	if errors.Is(err, idempotency.ErrReused) {
-		return Answer{}, problem.New(http.StatusUnprocessableEntity, "idempotency-key-reused",
-			"this Idempotency-Key was first used with a different request; use a new key for a new transfer")
+		return Answer{}, problem.KeyReused()
 	}
 	if err != nil {
 		return Answer{}, problem.Unavailable("the ledger database is unreachable; retry with the same Idempotency-Key")
@@ -118,14 +117,9 @@ func (s *Service) claim(ctx context.Context, r Request, in activities.TransferIn
 		if err != nil || !created {
 			return err
 		}
-		return ledger.InsertPending(ctx, tx, s.posting(in))
+		return ledger.InsertPending(ctx, tx, in.Posting())
 	})
 	return rec, created && err == nil, err
-}
-
-func (s *Service) posting(in activities.TransferInput) ledger.Posting {
-	return ledger.Posting{TransferID: in.TransferID, WorkflowID: in.WorkflowID, From: in.From, To: in.To,
-		AmountMinor: in.AmountMinor, Currency: in.Currency, Description: in.Description}
 }
 
 func (s *Service) startOptions(in activities.TransferInput) client.StartWorkflowOptions {

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -146,21 +147,20 @@ func waitReady(ctx context.Context, url string, done <-chan error) error {
 func seed(ctx context.Context, db database.Querier) (map[string]string, error) {
 	accounts := map[string]string{}
 	for _, d := range demo {
-		if _, err := auth.AddKey(ctx, db, d.owner, d.key); err != nil {
-			return nil, err
-		}
-		ownerID, err := auth.EnsureOwner(ctx, db, d.owner)
+		ownerID, err := auth.AddKey(ctx, db, d.owner, d.key)
 		if err != nil {
 			return nil, err
 		}
 		var id string
 		err = db.QueryRow(ctx, `SELECT id FROM accounts WHERE owner_id = $1 AND name = 'Demo checking'`, ownerID).Scan(&id)
-		if err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
 			acc, err := ledger.CreateAccount(ctx, db, ledger.NewID("acc_"), ownerID, "USD", "Demo checking")
 			if err != nil {
 				return nil, err
 			}
 			id = acc.ID
+		} else if err != nil {
+			return nil, err
 		}
 		accounts[d.owner] = id
 	}

@@ -56,7 +56,7 @@ func runKeys(ctx context.Context, args []string, stdout io.Writer) error {
 		return usagef("keys create: --owner must not be empty")
 	}
 	return withDB(ctx, func(l *ledger.Ledger) error {
-		key, err := auth.CreateKey(ctx, l.DB, *ownerName)
+		key, _, err := auth.CreateKey(ctx, l.DB, *ownerName)
 		if err == nil {
 			fmt.Fprintln(stdout, key)
 		}

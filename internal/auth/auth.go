@@ -39,22 +39,24 @@ func EnsureOwner(ctx context.Context, db database.Querier, name string) (string,
 	return id, err
 }
 
-// CreateKey issues a new API key for the owner called name (created if new) and returns it.
-func CreateKey(ctx context.Context, db database.Querier, name string) (string, error) {
+// CreateKey issues a new API key for the owner called name (created if new) and returns the key
+// and the owner's id.
+func CreateKey(ctx context.Context, db database.Querier, name string) (key, ownerID string, err error) {
 	b := make([]byte, 24)
 	_, _ = rand.Read(b)
-	return AddKey(ctx, db, name, KeyPrefix+base64.RawURLEncoding.EncodeToString(b))
+	key = KeyPrefix + base64.RawURLEncoding.EncodeToString(b)
+	ownerID, err = AddKey(ctx, db, name, key)
+	return key, ownerID, err
 }
 
-// AddKey registers key for the owner called name (created if new). Registering a key twice is
-// harmless; it is how the demo seed stays idempotent.
-func AddKey(ctx context.Context, db database.Querier, name, key string) (string, error) {
-	ownerID, err := EnsureOwner(ctx, db, name)
-	if err != nil {
+// AddKey registers key for the owner called name (created if new) and returns the owner's id.
+// Registering a key twice is harmless; it is how the demo seed stays idempotent.
+func AddKey(ctx context.Context, db database.Querier, name, key string) (ownerID string, err error) {
+	if ownerID, err = EnsureOwner(ctx, db, name); err != nil {
 		return "", err
 	}
 	_, err = db.Exec(ctx, `INSERT INTO api_keys (key_hash, owner_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, hash(key), ownerID)
-	return key, err
+	return ownerID, err
 }
 
 // Owner returns the id of the owner that holds key.

@@ -30,30 +30,50 @@ type Record struct {
 // ErrReused means the key was first used with a different request.
 var ErrReused = errors.New("idempotency key reused with a different request")
 
+// recordColumns are the columns scanRecord reads, in its order.
+const recordColumns = `fingerprint, resource_id, status_code, COALESCE(content_type, ''),
+	COALESCE(location, ''), body, created_at`
+
+// recordRow receives one row of recordColumns (and any extra columns after them).
+type recordRow struct {
+	rec    Record
+	status *int // NULL while the operation has not finished
+	resp   Response
+}
+
+func (r *recordRow) dest(extra ...any) []any {
+	return append([]any{&r.rec.Fingerprint, &r.rec.ResourceID, &r.status, &r.resp.ContentType,
+		&r.resp.Location, &r.resp.Body, &r.rec.CreatedAt}, extra...)
+}
+
+func (r *recordRow) record() Record {
+	if r.status != nil {
+		r.resp.Status = *r.status
+		r.rec.Response = &r.resp
+	}
+	return r.rec
+}
+
 // Claim writes the record of scope s before its operation starts. When the scope already has a
 // live record it returns that one and created=false; an expired record that no cleanup has
 // removed yet is replaced, as if the cleanup had run. A record of another request yields ErrReused.
 func Claim(ctx context.Context, db database.Querier, s Scope, fingerprint []byte, resourceID string) (rec Record, created bool, err error) {
-	var resp Response
-	var status *int
-	var ctype, location *string
+	var row recordRow
 	var expired bool
 	err = db.QueryRow(ctx, `
 		WITH ins AS (
 			INSERT INTO idempotency_records (owner_id, route, key, fingerprint, resource_id)
 			VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (owner_id, route, key) DO NOTHING
-			RETURNING fingerprint, resource_id, status_code, content_type, location, body, created_at,
-			          true AS created, false AS expired
+			RETURNING `+recordColumns+`, true AS created, false AS expired
 		)
 		SELECT * FROM ins
 		UNION ALL
-		SELECT fingerprint, resource_id, status_code, content_type, location, body, created_at,
-		       false, expires_at <= now()
+		SELECT `+recordColumns+`, false, expires_at <= now()
 		FROM idempotency_records
 		WHERE owner_id = $1 AND route = $2 AND key = $3 AND NOT EXISTS (SELECT 1 FROM ins)`,
 		s.OwnerID, s.Route, s.Key, fingerprint, resourceID,
-	).Scan(&rec.Fingerprint, &rec.ResourceID, &status, &ctype, &location, &resp.Body, &rec.CreatedAt, &created, &expired)
+	).Scan(row.dest(&created, &expired)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The conflicting row was deleted between the insert and the read; try again.
 		return Claim(ctx, db, s, fingerprint, resourceID)
@@ -68,10 +88,7 @@ func Claim(ctx context.Context, db database.Querier, s Scope, fingerprint []byte
 	if err != nil {
 		return Record{}, false, err
 	}
-	if status != nil {
-		resp.Status, resp.ContentType, resp.Location = *status, deref(ctype), deref(location)
-		rec.Response = &resp
-	}
+	rec = row.record()
 	if !bytes.Equal(rec.Fingerprint, fingerprint) {
 		return rec, false, ErrReused
 	}
@@ -80,26 +97,19 @@ func Claim(ctx context.Context, db database.Querier, s Scope, fingerprint []byte
 
 // Lookup returns the live record of scope s, if any.
 func Lookup(ctx context.Context, db database.Querier, s Scope) (rec Record, found bool, err error) {
-	var resp Response
-	var status *int
-	var ctype, location *string
+	var row recordRow
 	err = db.QueryRow(ctx, `
-		SELECT fingerprint, resource_id, status_code, content_type, location, body, created_at
-		FROM idempotency_records
+		SELECT `+recordColumns+` FROM idempotency_records
 		WHERE owner_id = $1 AND route = $2 AND key = $3 AND (expires_at IS NULL OR expires_at > now())`,
 		s.OwnerID, s.Route, s.Key,
-	).Scan(&rec.Fingerprint, &rec.ResourceID, &status, &ctype, &location, &resp.Body, &rec.CreatedAt)
+	).Scan(row.dest()...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, false, nil
 	}
 	if err != nil {
 		return Record{}, false, err
 	}
-	if status != nil {
-		resp.Status, resp.ContentType, resp.Location = *status, deref(ctype), deref(location)
-		rec.Response = &resp
-	}
-	return rec, true, nil
+	return row.record(), true, nil
 }
 
 // Complete stores the final response of scope s, to be replayed for ttl. Call it in the same
@@ -127,11 +137,4 @@ func Release(ctx context.Context, db database.Querier, s Scope) error {
 func DeleteExpired(ctx context.Context, db database.Querier) (int64, error) {
 	tag, err := db.Exec(ctx, `DELETE FROM idempotency_records WHERE expires_at <= now()`)
 	return tag.RowsAffected(), err
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

@@ -48,7 +48,9 @@ func account(t *testing.T, currency string, balance int64) string {
 		t.Fatal(err)
 	}
 	if balance > 0 {
-		if _, _, err := l.Post(ctx, posting(money.FundingAccountID(currency), acc.ID, balance)); err != nil {
+		p := posting(money.FundingAccountID(currency), acc.ID, balance)
+		p.Currency = currency
+		if _, _, err := l.Post(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -90,6 +90,12 @@ func NotFound(what string) *Problem {
 	return New(http.StatusNotFound, "not-found", what+" not found")
 }
 
+// KeyReused is the answer to an Idempotency-Key first sent with a different request.
+func KeyReused() *Problem {
+	return New(http.StatusUnprocessableEntity, "idempotency-key-reused",
+		"this Idempotency-Key was first used with a different request; use a new key for a new operation")
+}
+
 // Unavailable is a 503 that asks the client to retry later with the same key.
 func Unavailable(detail string) *Problem {
 	p := New(http.StatusServiceUnavailable, "service-unavailable", detail)

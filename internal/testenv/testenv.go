@@ -151,11 +151,7 @@ func (e *Env) Close() {
 func (e *Env) Owner(t testing.TB) (string, string) {
 	t.Helper()
 	name := fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())
-	key, err := auth.CreateKey(context.Background(), e.DB, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := auth.Owner(context.Background(), e.DB, key)
+	key, id, err := auth.CreateKey(context.Background(), e.DB, name)
 	if err != nil {
 		t.Fatal(err)
 	}
