@@ -1,5 +1,5 @@
-// Package activities holds the transfer workflow's activities: the only code of a transfer that
-// touches the ledger. Each is safe to run more than once.
+// Package activities holds the workflows' activities: the only code of a transfer that touches
+// the ledger, and the idempotency cleanup. Each is safe to run more than once.
 package activities
 
 import (
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/payments/payments/internal/idempotency"
@@ -56,7 +57,8 @@ const ErrTypeInvalidPosting = "InvalidPosting"
 
 // Activities holds the dependencies of the activities.
 type Activities struct {
-	Ledger *ledger.Ledger
+	Ledger   *ledger.Ledger
+	Temporal client.Client // the idempotency cleanup deletes expired transfers' executions
 }
 
 // PostTransfer posts the transfer and stores its response, once, however often it is called.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -128,4 +129,16 @@ func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 func body(c echo.Context) []byte {
 	b, _ := c.Get(ctxBody).([]byte)
 	return b
+}
+
+// detach lets a request that has arrived whole run to its end even if the client hangs up: a
+// transfer the client sent is then submitted, and its retry finds the one result, instead of
+// depending on how far the handler got before the disconnect. Waits inside are bounded
+// (PAYMENTS_SYNC_WAIT), so a gone client holds nothing for long.
+func detach(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		c.SetRequest(req.WithContext(context.WithoutCancel(req.Context())))
+		return next(c)
+	}
 }

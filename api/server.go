@@ -46,7 +46,7 @@ func (s *Server) Handler() *echo.Echo {
 	e.GET("/metrics", echo.WrapHandler(promhttp.Handler()))
 	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", payments.OpenAPI) })
 
-	v1 := e.Group("/v1", s.authenticate, limitBody)
+	v1 := e.Group("/v1", detach, s.authenticate, limitBody)
 	v1.POST("/accounts", s.createAccount)
 	v1.GET("/accounts", s.listAccounts)
 	v1.GET("/accounts/:id", s.getAccount)

@@ -118,9 +118,11 @@ func (s *Server) createTransfer(c echo.Context) error {
 		Scope: scope, Fingerprint: fp, From: from.ID, To: to.ID,
 		AmountMinor: amount, Currency: req.Currency, Description: req.Description,
 	})
-	h := c.Response().Header()
-	h.Set("X-Workflow-Id", scope.WorkflowID())
-	h.Set("X-Transfer-Id", scope.TransferID())
+	if answer.TransferID != "" { // for the request log
+		h := c.Response().Header()
+		h.Set("X-Workflow-Id", scope.WorkflowID())
+		h.Set("X-Transfer-Id", answer.TransferID)
+	}
 	if err != nil {
 		return err
 	}

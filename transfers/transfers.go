@@ -45,64 +45,82 @@ type Request struct {
 	Description string
 }
 
-// Answer is the HTTP answer to a submission. Replayed is true when it answers a duplicate.
+// Answer is the HTTP answer to a submission. Replayed is true when an earlier request with the
+// same key started the operation this answer reports.
 type Answer struct {
 	idempotency.Response
-	Replayed bool
+	Replayed   bool
+	TransferID string // empty when the request was refused before the claim
 }
 
+// minStartBudget bounds the claim and the start together, whatever SyncWait is.
+const minStartBudget = 5 * time.Second
+
 // Submit runs the transfer once per scope and answers as spec §3 and §4 say. The error, when
-// not nil, is a *problem.Problem to send as it is.
+// not nil, is a *problem.Problem to send as it is; the Answer then still names the transfer
+// when one was claimed.
+//
+// Claiming and starting do not follow the client's context: once a request has arrived whole,
+// its transfer is claimed and started even if the client hangs up, so a claim is never left
+// behind without its workflow. Only the wait for the result ends with the client.
 func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
-	in := s.input(r)
-	rec, created, err := s.claim(ctx, r, in)
+	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.SyncWait, minStartBudget))
+	defer cancel()
+	in, rec, created, err := s.claim(startCtx, r)
 	if errors.Is(err, idempotency.ErrReused) {
 		return Answer{}, problem.KeyReused()
 	}
 	if err != nil {
 		return Answer{}, problem.Unavailable("the ledger database is unreachable; retry with the same Idempotency-Key")
 	}
+	answer := Answer{TransferID: in.TransferID, Replayed: !created}
 	if rec.Response != nil {
-		return Answer{Response: *rec.Response, Replayed: true}, nil
+		answer.Response = *rec.Response
+		return answer, nil
 	}
 
-	run, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(in), workflows.Transfer, in)
+	run, err := s.Temporal.ExecuteWorkflow(startCtx, s.startOptions(in), workflows.Transfer, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
 		// A completed run holds this ID: its answer is stored, or it finished after our claim.
 		run = s.Temporal.GetWorkflow(ctx, in.WorkflowID, "")
 	} else if err != nil {
-		return Answer{}, problem.Unavailable("Temporal is unreachable; retry with the same Idempotency-Key")
+		return answer, problem.Unavailable("Temporal is unreachable; retry with the same Idempotency-Key")
 	}
 
-	waitCtx, cancel := context.WithTimeout(ctx, s.SyncWait)
-	defer cancel()
+	waitCtx, cancelWait := context.WithTimeout(ctx, s.SyncWait)
+	defer cancelWait()
 	var out activities.TransferOutcome
 	err = run.Get(waitCtx, &out)
+	// The server may report the deadline a moment before waitCtx itself expires.
+	var deadline *serviceerror.DeadlineExceeded
+	timedOut := waitCtx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline)
 	switch {
 	case err == nil:
-		return Answer{Response: out.Response, Replayed: !created}, nil
+		answer.Response = out.Response
+		return answer, nil
 	case isWorkflowFailure(err):
 		p := problem.New(http.StatusInternalServerError, "transfer-failed",
 			"the transfer failed after its retries and moved no money; retry with the same Idempotency-Key to run it again")
 		p.TransferID, p.WorkflowID = in.TransferID, in.WorkflowID
-		return Answer{}, p
-	case waitCtx.Err() != nil && ctx.Err() == nil && created:
-		return Answer{Response: s.pending(ctx, in, rec.CreatedAt)}, nil
-	case waitCtx.Err() != nil && ctx.Err() == nil:
+		return answer, p
+	case timedOut && ctx.Err() == nil && created:
+		answer.Response = s.pending(ctx, in, rec.CreatedAt)
+		return answer, nil
+	case timedOut && ctx.Err() == nil:
 		p := problem.New(http.StatusConflict, "idempotency-key-in-use",
 			"the first request with this Idempotency-Key is still being processed; retry later")
 		p.RetryAfter = 1
 		p.TransferID, p.WorkflowID = in.TransferID, in.WorkflowID
-		return Answer{}, p
+		return answer, p
 	default:
-		return Answer{}, problem.Unavailable("lost contact with Temporal while waiting; retry with the same Idempotency-Key")
+		return answer, problem.Unavailable("lost contact with Temporal while waiting; retry with the same Idempotency-Key")
 	}
 }
 
-func (s *Service) input(r Request) activities.TransferInput {
+func (s *Service) input(r Request, transferID string) activities.TransferInput {
 	return activities.TransferInput{
-		TransferID: r.Scope.TransferID(), WorkflowID: r.Scope.WorkflowID(),
+		TransferID: transferID, WorkflowID: r.Scope.WorkflowID(),
 		From: r.From, To: r.To, AmountMinor: r.AmountMinor, Currency: r.Currency, Description: r.Description,
 		OwnerID: r.Scope.OwnerID, Route: r.Scope.Route, Key: r.Scope.Key,
 		ReplayFor: s.TTL, RetryFor: s.RetryFor,
@@ -110,16 +128,19 @@ func (s *Service) input(r Request) activities.TransferInput {
 }
 
 // claim writes the idempotency record and the pending transfer in one transaction, so the
-// transfer can be read (GET, a 202's Location) as soon as the scope is claimed.
-func (s *Service) claim(ctx context.Context, r Request, in activities.TransferInput) (rec idempotency.Record, created bool, err error) {
+// transfer can be read (GET, a 202's Location) as soon as the scope is claimed. The transfer id
+// is new for each claim and kept in the record: every later request, re-run and UI Reset under
+// the claim names the same transfer, and a key reused after its record expired names another.
+func (s *Service) claim(ctx context.Context, r Request) (in activities.TransferInput, rec idempotency.Record, created bool, err error) {
 	err = pgx.BeginFunc(ctx, s.Ledger.DB, func(tx pgx.Tx) error {
-		rec, created, err = idempotency.Claim(ctx, tx, r.Scope, r.Fingerprint, in.TransferID)
+		rec, created, err = idempotency.Claim(ctx, tx, r.Scope, r.Fingerprint, ledger.NewID("tr_"))
+		in = s.input(r, rec.ResourceID)
 		if err != nil || !created {
 			return err
 		}
 		return ledger.InsertPending(ctx, tx, in.Posting())
 	})
-	return rec, created && err == nil, err
+	return in, rec, created && err == nil, err
 }
 
 func (s *Service) startOptions(in activities.TransferInput) client.StartWorkflowOptions {

@@ -123,9 +123,13 @@ func runServe(ctx context.Context, args []string, _ io.Writer) error {
 }
 
 func (d *deps) runWorker(ctx context.Context) error {
-	w := worker.New(d.temporal, &activities.Activities{Ledger: &ledger.Ledger{DB: d.db}})
+	w := worker.New(d.temporal, &activities.Activities{Ledger: &ledger.Ledger{DB: d.db}, Temporal: d.temporal})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("worker: %w", err)
+	}
+	if err := worker.EnsureCleanupSchedule(ctx, d.temporal); err != nil {
+		w.Stop()
+		return fmt.Errorf("worker: creating the idempotency cleanup schedule: %w", err)
 	}
 	d.log.Info("worker started", "task_queue", "payments-transfers", "temporal", d.cfg.Temporal.Address)
 	<-ctx.Done()

@@ -1,11 +1,9 @@
 // Package idempotency holds the Idempotency-Key contract: parsing the header, the canonical
-// fingerprint of a request, the scope a key lives in, the identifiers derived from it, and the
+// fingerprint of a request, the scope a key lives in, the workflow ID derived from it, and the
 // stored responses that make a retry answer exactly like the first request.
 package idempotency
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"strings"
 )
@@ -97,12 +95,4 @@ var routeNames = map[string]string{RouteTransfers: "transfer", RouteDeposit: "de
 // contains '/', so the split is unambiguous).
 func (s Scope) WorkflowID() string {
 	return routeNames[s.Route] + "/" + s.OwnerID + "/" + s.Key
-}
-
-// TransferID is the id of the transfer made in scope s: a pure function of the scope, so every
-// retry, re-run and UI Reset of the operation names the same transfer and the ledger can refuse
-// to post it twice.
-func (s Scope) TransferID() string {
-	sum := sha256.Sum256([]byte(s.OwnerID + "\x00" + s.Route + "\x00" + s.Key))
-	return "tr_" + hex.EncodeToString(sum[:12])
 }

@@ -42,14 +42,9 @@ func TestScopeIdentifiers(t *testing.T) {
 		t.Fatalf("workflow id %q", got)
 	}
 	b := a
-	b.OwnerID = "own_2"
-	c := a
-	c.Route = RouteDeposit
-	if a.TransferID() == b.TransferID() || a.TransferID() == c.TransferID() || a.TransferID() != a.TransferID() {
-		t.Fatal("transfer ids must be a pure, injective-in-practice function of the scope")
-	}
-	if !strings.HasPrefix(a.TransferID(), "tr_") || len(a.TransferID()) != 27 {
-		t.Fatalf("transfer id %q", a.TransferID())
+	b.Route = RouteDeposit
+	if got := b.WorkflowID(); got != "deposit/own_1/order-7" {
+		t.Fatalf("deposit workflow id %q", got)
 	}
 }
 

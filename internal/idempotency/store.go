@@ -55,34 +55,27 @@ func (r *recordRow) record() Record {
 }
 
 // Claim writes the record of scope s before its operation starts. When the scope already has a
-// live record it returns that one and created=false; an expired record that no cleanup has
-// removed yet is replaced, as if the cleanup had run. A record of another request yields ErrReused.
+// record it returns that one and created=false; a record of another request yields ErrReused.
+// An expired record still counts until the cleanup deletes it (spec §3: "at least" the TTL),
+// because the cleanup also frees the scope's workflow ID in Temporal.
 func Claim(ctx context.Context, db database.Querier, s Scope, fingerprint []byte, resourceID string) (rec Record, created bool, err error) {
 	var row recordRow
-	var expired bool
 	err = db.QueryRow(ctx, `
 		WITH ins AS (
 			INSERT INTO idempotency_records (owner_id, route, key, fingerprint, resource_id)
 			VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (owner_id, route, key) DO NOTHING
-			RETURNING `+recordColumns+`, true AS created, false AS expired
+			RETURNING `+recordColumns+`, true AS created
 		)
 		SELECT * FROM ins
 		UNION ALL
-		SELECT `+recordColumns+`, false, expires_at <= now()
+		SELECT `+recordColumns+`, false
 		FROM idempotency_records
 		WHERE owner_id = $1 AND route = $2 AND key = $3 AND NOT EXISTS (SELECT 1 FROM ins)`,
 		s.OwnerID, s.Route, s.Key, fingerprint, resourceID,
-	).Scan(row.dest(&created, &expired)...)
+	).Scan(row.dest(&created)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The conflicting row was deleted between the insert and the read; try again.
-		return Claim(ctx, db, s, fingerprint, resourceID)
-	}
-	if err == nil && expired {
-		if _, err = db.Exec(ctx, `DELETE FROM idempotency_records
-			WHERE owner_id = $1 AND route = $2 AND key = $3 AND expires_at <= now()`, s.OwnerID, s.Route, s.Key); err != nil {
-			return Record{}, false, err
-		}
 		return Claim(ctx, db, s, fingerprint, resourceID)
 	}
 	if err != nil {
@@ -95,12 +88,12 @@ func Claim(ctx context.Context, db database.Querier, s Scope, fingerprint []byte
 	return rec, created, nil
 }
 
-// Lookup returns the live record of scope s, if any.
+// Lookup returns the record of scope s, if any.
 func Lookup(ctx context.Context, db database.Querier, s Scope) (rec Record, found bool, err error) {
 	var row recordRow
 	err = db.QueryRow(ctx, `
 		SELECT `+recordColumns+` FROM idempotency_records
-		WHERE owner_id = $1 AND route = $2 AND key = $3 AND (expires_at IS NULL OR expires_at > now())`,
+		WHERE owner_id = $1 AND route = $2 AND key = $3`,
 		s.OwnerID, s.Route, s.Key,
 	).Scan(row.dest()...)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -124,17 +117,27 @@ func Complete(ctx context.Context, db database.Querier, s Scope, r Response, ttl
 	return err
 }
 
-// Release removes the record of an operation that is known not to have started, so that the key
-// may be used again (for instance with a corrected body).
-func Release(ctx context.Context, db database.Querier, s Scope) error {
-	_, err := db.Exec(ctx, `
-		DELETE FROM idempotency_records
-		WHERE owner_id = $1 AND route = $2 AND key = $3 AND status_code IS NULL`, s.OwnerID, s.Route, s.Key)
-	return err
+// Expired returns up to limit scopes whose replay window has passed, in key order after the
+// scope after (the zero Scope to start), so that a caller skipping some still makes progress.
+func Expired(ctx context.Context, db database.Querier, after Scope, limit int) ([]Scope, error) {
+	rows, err := db.Query(ctx, `
+		SELECT owner_id, route, key FROM idempotency_records
+		WHERE expires_at <= now() AND (owner_id, route, key) > ($1, $2, $3)
+		ORDER BY owner_id, route, key
+		LIMIT $4`, after.OwnerID, after.Route, after.Key, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Scope, error) {
+		var s Scope
+		return s, row.Scan(&s.OwnerID, &s.Route, &s.Key)
+	})
 }
 
-// DeleteExpired removes records whose replay window has passed and returns how many.
-func DeleteExpired(ctx context.Context, db database.Querier) (int64, error) {
-	tag, err := db.Exec(ctx, `DELETE FROM idempotency_records WHERE expires_at <= now()`)
-	return tag.RowsAffected(), err
+// Forget deletes the record of scope s if it has expired, which makes its key new again.
+func Forget(ctx context.Context, db database.Querier, s Scope) error {
+	_, err := db.Exec(ctx, `
+		DELETE FROM idempotency_records
+		WHERE owner_id = $1 AND route = $2 AND key = $3 AND expires_at <= now()`, s.OwnerID, s.Route, s.Key)
+	return err
 }

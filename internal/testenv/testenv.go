@@ -13,11 +13,15 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -31,6 +35,7 @@ import (
 	"github.com/payments/payments/internal/money"
 	"github.com/payments/payments/transfers"
 	"github.com/payments/payments/worker"
+	"github.com/payments/payments/workflows"
 )
 
 // AdminURL is the PostgreSQL the tests create their databases on; TEST_DATABASE_URL overrides it.
@@ -89,6 +94,7 @@ func StartTemporal(ctx context.Context) (*testsuite.DevServer, error) {
 // Env is one running system: database, Temporal, a worker and the HTTP API on one client, so
 // that transfers start eagerly as under `payments serve`.
 type Env struct {
+	URL       string // the test database
 	DB        *pgxpool.Pool
 	Ledger    *ledger.Ledger
 	Temporal  client.Client
@@ -103,6 +109,8 @@ type Options struct {
 	SyncWait time.Duration // default 10s
 	TTL      time.Duration // default 24h
 	RetryFor time.Duration // default 2m
+	DB       *pgxpool.Pool // the API's database, default the Env's
+	Temporal client.Client // the API's Temporal client, default the Env's (with eager start)
 }
 
 // Start brings up an Env on database name. Call it from TestMain and Close it after m.Run.
@@ -119,17 +127,42 @@ func Start(ctx context.Context, name string, o Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{DB: db, Ledger: &ledger.Ledger{DB: db}, Temporal: dev.Client(), Dev: dev}
-	e.Worker = worker.New(e.Temporal, &activities.Activities{Ledger: e.Ledger})
+	e := &Env{URL: url, DB: db, Ledger: &ledger.Ledger{DB: db}, Temporal: dev.Client(), Dev: dev}
+	e.Worker = worker.New(e.Temporal, &activities.Activities{Ledger: e.Ledger, Temporal: e.Temporal})
 	if err := e.Worker.Start(); err != nil {
 		return nil, err
 	}
-	e.Transfers = &transfers.Service{Ledger: e.Ledger, Temporal: e.Temporal, Eager: true,
+	if err := worker.EnsureCleanupSchedule(ctx, e.Temporal); err != nil {
+		return nil, err
+	}
+	e.serve(o)
+	return e, nil
+}
+
+// serve starts the HTTP API on e's database and Temporal client, or on those o names.
+func (e *Env) serve(o Options) {
+	db, temporal := e.DB, e.Temporal
+	if o.DB != nil {
+		db = o.DB
+	}
+	if o.Temporal != nil {
+		temporal = o.Temporal
+	}
+	e.Transfers = &transfers.Service{Ledger: &ledger.Ledger{DB: db}, Temporal: temporal, Eager: o.Temporal == nil,
 		SyncWait: or(o.SyncWait, 10*time.Second), TTL: or(o.TTL, 24*time.Hour), RetryFor: or(o.RetryFor, 2*time.Minute)}
-	srv := &api.Server{DB: db, Ledger: e.Ledger, Transfers: e.Transfers, Temporal: e.Temporal,
+	srv := &api.Server{DB: db, Ledger: &ledger.Ledger{DB: db}, Transfers: e.Transfers, Temporal: temporal,
 		TTL: e.Transfers.TTL, Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	e.Server = httptest.NewServer(srv.Handler())
-	return e, nil
+}
+
+// With returns e with a second HTTP API, configured by o, in front of the same database,
+// Temporal and worker; that API stops when t ends. Tests use it for a short SyncWait, a short
+// TTL, or an unreachable PostgreSQL or Temporal.
+func (e *Env) With(t testing.TB, o Options) *Env {
+	v := *e
+	v.serve(o)
+	t.Cleanup(v.Server.Close)
+	return &v
 }
 
 func or(d, def time.Duration) time.Duration {
@@ -175,32 +208,47 @@ func (r Response) JSON(t testing.TB) map[string]any {
 	return m
 }
 
-// Do sends one request with the API key and, when idemKey is not empty, an Idempotency-Key.
-func (e *Env) Do(t testing.TB, method, path, apiKey, idemKey, body string) Response {
+// Request builds a request to the API with the API key (when not empty) and a JSON body.
+func (e *Env) Request(t testing.TB, method, path, apiKey, body string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(method, e.Server.URL+path, bytes.NewReader([]byte(body)))
 	if err != nil {
-		t.Fatal(err)
+		panic(err) // a malformed path in the test itself
 	}
 	if apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+apiKey)
 	}
-	if idemKey != "" {
-		req.Header.Set("Idempotency-Key", idemKey)
-	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return req
+}
+
+// Send sends req and reads the whole answer. A transport error fails t and returns a Response
+// with Status 0; Send does not stop the test, so that goroutines may call it.
+func Send(t testing.TB, req *http.Request) Response {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("%s %s: %v", req.Method, req.URL.Path, err)
+		return Response{}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("%s %s: reading the answer: %v", req.Method, req.URL.Path, err)
 	}
 	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// Do sends one request with the API key and, when idemKey is not empty, an Idempotency-Key.
+func (e *Env) Do(t testing.TB, method, path, apiKey, idemKey, body string) Response {
+	t.Helper()
+	req := e.Request(t, method, path, apiKey, body)
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	return Send(t, req)
 }
 
 // Account opens an account through the API and returns its id.
@@ -247,4 +295,93 @@ func (e *Env) Count(t testing.TB, sql string, args ...any) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// Hold locks account against postings until release is called (or t ends). FOR NO KEY UPDATE
+// makes a posting's FOR UPDATE wait, while claiming a transfer (whose foreign keys take KEY
+// SHARE) goes through: a transfer from or to account is claimed, started, and then waits.
+func (e *Env) Hold(t testing.TB, account string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := e.DB.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR NO KEY UPDATE`, account); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { _ = tx.Rollback(ctx) }) }
+	t.Cleanup(release)
+	return release
+}
+
+// Waiting counts the transactions of the test database waiting for a lock, such as postings
+// behind Hold.
+func (e *Env) Waiting(t testing.TB) int {
+	return e.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+}
+
+// WaitFor polls cond until it holds, failing t after a minute. It waits for a state of the
+// system, never for a length of time.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Executions lists the runs under workflow ID id, once visibility shows at least one and none
+// running.
+func (e *Env) Executions(t testing.TB, id string) []*workflowpb.WorkflowExecutionInfo {
+	t.Helper()
+	var runs []*workflowpb.WorkflowExecutionInfo
+	WaitFor(t, "the runs of "+id+" to be visible and closed", func() bool {
+		resp, err := e.Temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("WorkflowId = '%s'", id),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = resp.GetExecutions()
+		for _, r := range runs {
+			if r.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				return false
+			}
+		}
+		return len(runs) > 0
+	})
+	return runs
+}
+
+// RunCleanup triggers the idempotency cleanup Schedule and returns what the pass it started did.
+func (e *Env) RunCleanup(t testing.TB) activities.CleanupResult {
+	t.Helper()
+	ctx := context.Background()
+	h := e.Temporal.ScheduleClient().GetHandle(ctx, workflows.CleanupScheduleID)
+	latest := func() (run client.ScheduleWorkflowExecution) {
+		d, err := h.Describe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(d.Info.RecentActions); n > 0 {
+			run = *d.Info.RecentActions[n-1].StartWorkflowResult
+		}
+		return run
+	}
+	before := latest()
+	if err := h.Trigger(ctx, client.ScheduleTriggerOptions{Overlap: enums.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL}); err != nil {
+		t.Fatal(err)
+	}
+	var run client.ScheduleWorkflowExecution
+	WaitFor(t, "the cleanup Schedule to start a run", func() bool { run = latest(); return run != before })
+	var res activities.CleanupResult
+	if err := e.Temporal.GetWorkflow(ctx, run.WorkflowID, run.FirstExecutionRunID).Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

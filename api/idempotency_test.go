@@ -1,0 +1,456 @@
+package api_test
+
+// One test per row of the Idempotency-Key contract (spec §3), end to end through HTTP, each
+// checking the ledger as well as the answer.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/transfers"
+)
+
+// fundedPair opens two USD accounts for a new owner and funds the first.
+func fundedPair(t *testing.T, amount int64) (ownerID, key, from, to string) {
+	ownerID, key = env.Owner(t)
+	from, to = env.Account(t, key, "USD"), env.Account(t, key, "USD")
+	env.Fund(t, from, amount)
+	return ownerID, key, from, to
+}
+
+// moved checks the two balances and that exactly n transfers, each with its two entries,
+// moved money between the accounts.
+func moved(t *testing.T, from, to string, fromBalance, toBalance int64, n int) {
+	t.Helper()
+	if got := env.Balance(t, from); got != fromBalance {
+		t.Errorf("source balance %d, want %d", got, fromBalance)
+	}
+	if got := env.Balance(t, to); got != toBalance {
+		t.Errorf("destination balance %d, want %d", got, toBalance)
+	}
+	if got := env.Count(t, `SELECT count(*) FROM transfers WHERE from_account_id = $1 AND status = 'completed'`, from); got != n {
+		t.Errorf("%d completed transfers, want %d", got, n)
+	}
+	if got := env.Count(t, `SELECT count(*) FROM entries WHERE account_id = $1`, to); got != n {
+		t.Errorf("%d entries on the destination, want %d", got, n)
+	}
+}
+
+func problemType(t *testing.T, r testenv.Response) string {
+	t.Helper()
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") {
+		t.Fatalf("not a problem: %d %s", r.Status, r.Body)
+	}
+	return strings.TrimPrefix(r.JSON(t)["type"].(string), "/problems/")
+}
+
+func sameAnswer(t *testing.T, first, again testenv.Response) {
+	t.Helper()
+	if again.Status != first.Status || string(again.Body) != string(first.Body) ||
+		again.Header.Get("Location") != first.Header.Get("Location") ||
+		again.Header.Get("Content-Type") != first.Header.Get("Content-Type") {
+		t.Fatalf("answers differ:\n%d %s\n%d %s", first.Status, first.Body, again.Status, again.Body)
+	}
+}
+
+// Row 1: the header itself.
+func TestIdempotencyKeyHeader(t *testing.T) {
+	ownerID, key, from, to := fundedPair(t, 1_000)
+	body := transferBody(from, to, 10)
+	for _, c := range []struct {
+		name   string
+		values []string
+		slug   string
+	}{
+		{"missing", nil, "missing-idempotency-key"},
+		{"empty", []string{""}, "invalid-idempotency-key"},
+		{"256 characters", []string{strings.Repeat("k", 256)}, "invalid-idempotency-key"},
+		{"space", []string{"a b"}, "invalid-idempotency-key"},
+		{"tab", []string{"a\tb"}, "invalid-idempotency-key"},
+		{"non-ASCII", []string{"clé"}, "invalid-idempotency-key"},
+		{"two header lines", []string{"a", "b"}, "invalid-idempotency-key"},
+		{"the same key twice", []string{"a", "a"}, "invalid-idempotency-key"},
+		{"empty quoted string", []string{`""`}, "invalid-idempotency-key"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req := env.Request(t, "POST", "/v1/transfers", key, body)
+			for _, v := range c.values {
+				req.Header.Add("Idempotency-Key", v)
+			}
+			r := testenv.Send(t, req)
+			if r.Status != http.StatusBadRequest || problemType(t, r) != c.slug {
+				t.Fatalf("got %d %s", r.Status, r.Body)
+			}
+		})
+	}
+	moved(t, from, to, 1_000, 0, 0)
+	if n := env.Count(t, `SELECT count(*) FROM idempotency_records WHERE owner_id = $1 AND route = $2`, ownerID, idempotency.RouteTransfers); n != 0 {
+		t.Fatalf("%d records stored for refused keys", n)
+	}
+
+	// 255 visible characters make a key; a quoted RFC 8941 string is its content.
+	if r := env.Do(t, "POST", "/v1/transfers", key, strings.Repeat("k", 255), body); r.Status != http.StatusCreated {
+		t.Fatalf("255-character key: %d %s", r.Status, r.Body)
+	}
+	quoted := env.Do(t, "POST", "/v1/transfers", key, `"order-1"`, body)
+	if quoted.Status != http.StatusCreated || quoted.JSON(t)["workflow_id"] != "transfer/"+ownerID+"/order-1" {
+		t.Fatalf("quoted key: %d %s", quoted.Status, quoted.Body)
+	}
+	plain := env.Do(t, "POST", "/v1/transfers", key, "order-1", body)
+	sameAnswer(t, quoted, plain)
+	if plain.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatal("the unquoted key is the same key: want a replay")
+	}
+	moved(t, from, to, 980, 20, 2)
+}
+
+// Row 2: the scope is (owner, method + route, key).
+func TestKeyScopeIsOwnerAndRoute(t *testing.T) {
+	aliceID, alice, a1, a2 := fundedPair(t, 1_000)
+	bobID, bob, b1, b2 := fundedPair(t, 1_000)
+	ra := env.Do(t, "POST", "/v1/transfers", alice, "shared", transferBody(a1, a2, 100))
+	rb := env.Do(t, "POST", "/v1/transfers", bob, "shared", transferBody(b1, b2, 100))
+	if ra.Status != http.StatusCreated || rb.Status != http.StatusCreated || rb.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("alice %d %s / bob %d %s", ra.Status, ra.Body, rb.Status, rb.Body)
+	}
+	if ra.JSON(t)["workflow_id"] != "transfer/"+aliceID+"/shared" || rb.JSON(t)["workflow_id"] != "transfer/"+bobID+"/shared" {
+		t.Fatalf("workflow ids %v / %v", ra.JSON(t)["workflow_id"], rb.JSON(t)["workflow_id"])
+	}
+	acc := env.Do(t, "POST", "/v1/accounts", alice, "shared", `{"currency":"USD"}`)
+	if acc.Status != http.StatusCreated || acc.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("same key on another route: %d %s", acc.Status, acc.Body)
+	}
+	moved(t, a1, a2, 900, 100, 1)
+	moved(t, b1, b2, 900, 100, 1)
+}
+
+// Row 3: a key reused with another body while the first request is still running.
+func TestKeyReusedWhileTheFirstIsRunning(t *testing.T) {
+	_, key, from, to := fundedPair(t, 1_000)
+	release := env.Hold(t, from)
+	first := make(chan testenv.Response, 1)
+	go func() { first <- env.Do(t, "POST", "/v1/transfers", key, "k", transferBody(from, to, 100)) }()
+	testenv.WaitFor(t, "the first posting to wait for the held account", func() bool { return env.Waiting(t) > 0 })
+
+	other := env.Do(t, "POST", "/v1/transfers", key, "k", transferBody(from, to, 999))
+	if other.Status != http.StatusUnprocessableEntity || problemType(t, other) != "idempotency-key-reused" {
+		t.Fatalf("reused while running: %d %s", other.Status, other.Body)
+	}
+	release()
+	r := <-first
+	if r.Status != http.StatusCreated {
+		t.Fatalf("first: %d %s", r.Status, r.Body)
+	}
+	sameAnswer(t, r, env.Do(t, "POST", "/v1/transfers", key, "k", transferBody(from, to, 100)))
+	moved(t, from, to, 900, 100, 1)
+}
+
+// Row 5: answers that are not stored; the key can be used again afterwards.
+func TestAnswersThatAreNotStored(t *testing.T) {
+	_, key, from, to := fundedPair(t, 1_000)
+	unauthorized := env.Request(t, "POST", "/v1/transfers", "pk_wrong", transferBody(from, to, 10))
+	unauthorized.Header.Set("Idempotency-Key", "ns-401")
+	if r := testenv.Send(t, unauthorized); r.Status != http.StatusUnauthorized {
+		t.Fatalf("401: %d %s", r.Status, r.Body)
+	}
+	huge := `{"description":"` + strings.Repeat("x", 70_000) + `"}`
+	if r := env.Do(t, "POST", "/v1/transfers", key, "ns-413", huge); r.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("413: %d %s", r.Status, r.Body)
+	}
+
+	// PostgreSQL unreachable: refused before anything is claimed.
+	deadDB, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/none?connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(deadDB.Close)
+	r := env.With(t, testenv.Options{DB: deadDB}).Do(t, "POST", "/v1/transfers", key, "ns-503-db", transferBody(from, to, 999))
+	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("PostgreSQL down: %d %s", r.Status, r.Body)
+	}
+
+	// Temporal unreachable: the claim is kept (the start may have reached the server), so the
+	// same request may continue under the key.
+	deadTemporal, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(deadTemporal.Close)
+	r = env.With(t, testenv.Options{Temporal: deadTemporal, SyncWait: time.Second}).
+		Do(t, "POST", "/v1/transfers", key, "ns-503-temporal", transferBody(from, to, 10))
+	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("Temporal down: %d %s", r.Status, r.Body)
+	}
+	moved(t, from, to, 1_000, 0, 0)
+
+	for _, k := range []string{"ns-401", "ns-413", "ns-503-db", "ns-503-temporal"} {
+		if r := env.Do(t, "POST", "/v1/transfers", key, k, transferBody(from, to, 10)); r.Status != http.StatusCreated {
+			t.Fatalf("%s again: %d %s", k, r.Status, r.Body)
+		}
+	}
+	moved(t, from, to, 960, 40, 4)
+}
+
+// Row 6: at least 50 concurrent duplicates make one execution and one posting.
+func TestConcurrentDuplicatesMoveMoneyOnce(t *testing.T) {
+	const n = 50
+	ownerID, key, from, to := fundedPair(t, 1_000)
+	release := env.Hold(t, from)
+	var written atomic.Int32
+	answers := make([]testenv.Response, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			req := env.Request(t, "POST", "/v1/transfers", key, transferBody(from, to, 300))
+			req.Header.Set("Idempotency-Key", "dup")
+			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { written.Add(1) }}
+			answers[i] = testenv.Send(t, req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+		})
+	}
+	// Every duplicate is sent while the first posting waits, so they all meet a running transfer.
+	testenv.WaitFor(t, "all duplicates sent and the posting waiting", func() bool {
+		return written.Load() == n && env.Waiting(t) > 0
+	})
+	release()
+	wg.Wait()
+
+	fresh := 0
+	for i, a := range answers {
+		if a.Status != http.StatusCreated {
+			t.Fatalf("duplicate %d: %d %s", i, a.Status, a.Body)
+		}
+		sameAnswer(t, answers[0], a)
+		if a.Header.Get("Idempotent-Replayed") != "true" {
+			fresh++
+		}
+	}
+	if fresh != 1 {
+		t.Fatalf("%d answers say they are not replays, want exactly 1", fresh)
+	}
+	moved(t, from, to, 700, 300, 1)
+	if runs := env.Executions(t, "transfer/"+ownerID+"/dup"); len(runs) != 1 {
+		t.Fatalf("%d workflow executions, want 1", len(runs))
+	}
+}
+
+// Row 6: a duplicate that outwaits PAYMENTS_SYNC_WAIT gets 409 with Retry-After; the first
+// request got 202 and the transfer completes once.
+func TestDuplicateOfARunningTransferConflicts(t *testing.T) {
+	_, key, from, to := fundedPair(t, 1_000)
+	quick := env.With(t, testenv.Options{SyncWait: 300 * time.Millisecond})
+	release := env.Hold(t, from)
+	body := transferBody(from, to, 250)
+
+	first := quick.Do(t, "POST", "/v1/transfers", key, "slow", body)
+	if first.Status != http.StatusAccepted || first.JSON(t)["status"] != "pending" || first.Header.Get("Location") == "" {
+		t.Fatalf("first: %d %s", first.Status, first.Body)
+	}
+	dup := quick.Do(t, "POST", "/v1/transfers", key, "slow", body)
+	if dup.Status != http.StatusConflict || problemType(t, dup) != "idempotency-key-in-use" {
+		t.Fatalf("duplicate: %d %s", dup.Status, dup.Body)
+	}
+	if s, err := strconv.Atoi(dup.Header.Get("Retry-After")); err != nil || s < 1 {
+		t.Fatalf("Retry-After %q", dup.Header.Get("Retry-After"))
+	}
+	if got := env.Do(t, "GET", first.Header.Get("Location"), key, "", "").JSON(t)["status"]; got != "pending" {
+		t.Fatalf("transfer status %v while held, want pending", got)
+	}
+	moved(t, from, to, 1_000, 0, 0)
+
+	release()
+	done := quick.Do(t, "POST", "/v1/transfers", key, "slow", body)
+	if done.Status != http.StatusCreated || done.Header.Get("Location") != first.Header.Get("Location") ||
+		done.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("after release: %d %s", done.Status, done.Body)
+	}
+	moved(t, from, to, 750, 250, 1)
+}
+
+// Row 7: the client hangs up right after sending; the transfer still runs, once, and the
+// retry gets its result.
+func TestClientThatHangsUpGetsTheResultOnRetry(t *testing.T) {
+	_, key, from, to := fundedPair(t, 1_000)
+	release := env.Hold(t, from)
+	body := transferBody(from, to, 400)
+	ctx, hangUp := context.WithCancel(context.Background())
+	req := env.Request(t, "POST", "/v1/transfers", key, body)
+	req.Header.Set("Idempotency-Key", "hang-up")
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { hangUp() }}
+	if resp, err := http.DefaultClient.Do(req.WithContext(httptrace.WithClientTrace(ctx, trace))); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the client should have hung up: %v %v", resp, err)
+	}
+	testenv.WaitFor(t, "the transfer to be posting", func() bool { return env.Waiting(t) > 0 })
+	release()
+
+	retry := env.Do(t, "POST", "/v1/transfers", key, "hang-up", body)
+	if retry.Status != http.StatusCreated || retry.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry: %d %s", retry.Status, retry.Body)
+	}
+	moved(t, from, to, 600, 400, 1)
+}
+
+// Row 7, at the seam: a submission whose client has already gone is still claimed and started
+// (only the wait follows the client), so no claim is left without its workflow.
+func TestSubmissionOutlivesItsClient(t *testing.T) {
+	ownerID, _, from, to := fundedPair(t, 1_000)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	scope := idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteTransfers, Key: "gone"}
+	fp, _ := idempotency.Fingerprint(scope.Route, []byte(transferBody(from, to, 70)))
+	_, err := env.Transfers.Submit(gone, transfers.Request{Scope: scope, Fingerprint: fp,
+		From: from, To: to, AmountMinor: 70, Currency: "USD"})
+	if err == nil {
+		t.Fatal("a submission whose client is gone cannot have waited for the result")
+	}
+	if err := env.Temporal.GetWorkflow(context.Background(), scope.WorkflowID(), "").Get(context.Background(), nil); err != nil {
+		t.Fatalf("the workflow did not run to completion: %v", err)
+	}
+	moved(t, from, to, 930, 70, 1)
+}
+
+// Row 8: a run that fails after its retries answers 500; the same key runs it again, once.
+func TestFailedRunIsRunAgainByTheSameKey(t *testing.T) {
+	ownerID, key, from, to := fundedPair(t, 1_000)
+	impatient := env.With(t, testenv.Options{RetryFor: time.Second})
+	release := env.Hold(t, from) // the posting cannot get its locks until the run gives up
+	body := transferBody(from, to, 500)
+
+	failed := impatient.Do(t, "POST", "/v1/transfers", key, "fails", body)
+	if failed.Status != http.StatusInternalServerError || problemType(t, failed) != "transfer-failed" {
+		t.Fatalf("failed run: %d %s", failed.Status, failed.Body)
+	}
+	id := failed.JSON(t)["transfer_id"].(string)
+	if got := env.Do(t, "GET", "/v1/transfers/"+id, key, "", "").JSON(t)["status"]; got != "failed" {
+		t.Fatalf("transfer status %v, want failed", got)
+	}
+	moved(t, from, to, 1_000, 0, 0)
+
+	release()
+	again := env.Do(t, "POST", "/v1/transfers", key, "fails", body)
+	if again.Status != http.StatusCreated || again.JSON(t)["id"] != id || again.JSON(t)["status"] != "completed" {
+		t.Fatalf("re-run: %d %s", again.Status, again.Body)
+	}
+	sameAnswer(t, again, env.Do(t, "POST", "/v1/transfers", key, "fails", body))
+	moved(t, from, to, 500, 500, 1)
+
+	runs := env.Executions(t, "transfer/"+ownerID+"/fails")
+	statuses := map[enums.WorkflowExecutionStatus]int{}
+	for _, r := range runs {
+		statuses[r.GetStatus()]++
+	}
+	if len(runs) != 2 || statuses[enums.WORKFLOW_EXECUTION_STATUS_FAILED] != 1 || statuses[enums.WORKFLOW_EXECUTION_STATUS_COMPLETED] != 1 {
+		t.Fatalf("runs %v, want one failed and one completed", statuses)
+	}
+}
+
+// Row 9: a stored response replays until the cleanup deletes it; the key is then new.
+func TestExpiredKeyIsNewAfterCleanup(t *testing.T) {
+	ownerID, key, from, to := fundedPair(t, 1_000)
+	shortLived := env.With(t, testenv.Options{TTL: time.Millisecond})
+	first := shortLived.Do(t, "POST", "/v1/transfers", key, "ttl", transferBody(from, to, 100))
+	if first.Status != http.StatusCreated {
+		t.Fatalf("first: %d %s", first.Status, first.Body)
+	}
+	kept := env.Do(t, "POST", "/v1/transfers", key, "kept", transferBody(from, to, 1)) // 24 h TTL
+	// Past its TTL but not yet cleaned up: still replayed (the TTL is a minimum).
+	sameAnswer(t, first, env.Do(t, "POST", "/v1/transfers", key, "ttl", transferBody(from, to, 100)))
+
+	if res := env.RunCleanup(t); res.Deleted < 1 {
+		t.Fatalf("cleanup deleted %d records", res.Deleted)
+	}
+	wf := "transfer/" + ownerID + "/ttl"
+	var notFound *serviceerror.NotFound
+	if _, err := env.Temporal.DescribeWorkflowExecution(context.Background(), wf, ""); !errors.As(err, &notFound) {
+		t.Fatalf("the expired transfer's execution is still there: %v", err)
+	}
+	sameAnswer(t, kept, env.Do(t, "POST", "/v1/transfers", key, "kept", transferBody(from, to, 1)))
+
+	// The key is new: another body is a new transfer, under the same workflow ID.
+	second := env.Do(t, "POST", "/v1/transfers", key, "ttl", transferBody(from, to, 200))
+	if second.Status != http.StatusCreated || second.Header.Get("Idempotent-Replayed") != "" ||
+		second.JSON(t)["id"] == first.JSON(t)["id"] || second.JSON(t)["workflow_id"] != wf {
+		t.Fatalf("after expiry: %d %s", second.Status, second.Body)
+	}
+	moved(t, from, to, 699, 301, 3)
+}
+
+// metrics scrapes /metrics and returns each sample as "name{label="value",…}" → value, with
+// histograms as their _count.
+func metrics(t *testing.T) map[string]float64 {
+	t.Helper()
+	r := env.Do(t, "GET", "/metrics", "", "", "")
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(r.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			key := name + "{" + strings.Join(labels, ",") + "}"
+			switch {
+			case m.Counter != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.Histogram != nil:
+				out[key] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
+}
+
+// Row 10: replays, both kinds of conflict, and the latency of replays and new requests are
+// counted apart.
+func TestIdempotencyMetrics(t *testing.T) {
+	_, key, from, to := fundedPair(t, 1_000)
+	quick := env.With(t, testenv.Options{SyncWait: 100 * time.Millisecond})
+	before := metrics(t)
+
+	body := transferBody(from, to, 10)
+	env.Do(t, "POST", "/v1/transfers", key, "m-1", body)                       // new
+	env.Do(t, "POST", "/v1/transfers", key, "m-1", body)                       // replay
+	env.Do(t, "POST", "/v1/transfers", key, "m-1", transferBody(from, to, 11)) // reused
+	release := env.Hold(t, from)
+	a := quick.Do(t, "POST", "/v1/transfers", key, "m-2", body) // 202
+	b := quick.Do(t, "POST", "/v1/transfers", key, "m-2", body) // in use
+	t.Logf("%d %s / %d %s", a.Status, a.Body, b.Status, b.Body)
+	release()
+
+	after := metrics(t)
+	for name, want := range map[string]float64{
+		`payments_idempotent_replays_total{route="/v1/transfers"}`:                                     1,
+		`payments_idempotency_conflicts_total{kind="reused",route="/v1/transfers"}`:                    1,
+		`payments_idempotency_conflicts_total{kind="in_use",route="/v1/transfers"}`:                    1,
+		`payments_http_request_duration_seconds{method="POST",replayed="true",route="/v1/transfers"}`:  1,
+		`payments_http_request_duration_seconds{method="POST",replayed="false",route="/v1/transfers"}`: 4,
+		`payments_transfers_total{outcome="completed"}`:                                                1,
+		`payments_transfers_total{outcome="pending"}`:                                                  1,
+	} {
+		if got := after[name] - before[name]; got != want {
+			t.Errorf("%s rose by %v, want %v", name, got, want)
+		}
+	}
+}

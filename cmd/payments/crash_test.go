@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/payments/payments/internal/testenv"
+)
+
+// buildBinary builds this command into a temporary directory, for tests that need a process
+// they can kill.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "payments")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startAPI runs `payments api` against the test database and Temporal and returns its base URL
+// once it is ready.
+func startAPI(t *testing.T, bin string) (*exec.Cmd, string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "api")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+env.URL, "TEMPORAL_ADDRESS="+env.Dev.FrontendHostPort(),
+		"PAYMENTS_HTTP_ADDR="+addr)
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("payments api log:\n%s", logs.String())
+		}
+	})
+	base := "http://" + addr
+	testenv.WaitFor(t, "payments api to be ready", func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return cmd, base
+}
+
+// The API process dies (SIGKILL) after starting the transfer's workflow and before answering;
+// the retry, sent to another API process, gets the one result and the money moves once.
+func TestAPIKilledBetweenStartAndAnswer(t *testing.T) {
+	api, base := startAPI(t, buildBinary(t))
+	ownerID, key := env.Owner(t)
+	from, to := env.Account(t, key, "USD"), env.Account(t, key, "USD")
+	env.Fund(t, from, 1_000)
+	body := `{"from_account_id":"` + from + `","to_account_id":"` + to + `","amount_minor":600,"currency":"USD"}`
+
+	release := env.Hold(t, from) // the workflow starts, then its posting waits
+	lost := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", base+"/v1/transfers", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Idempotency-Key", "crash")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		lost <- err
+	}()
+	workflowID := "transfer/" + ownerID + "/crash"
+	testenv.WaitFor(t, "the workflow to start and its posting to wait", func() bool {
+		_, err := env.Temporal.DescribeWorkflowExecution(context.Background(), workflowID, "")
+		return err == nil && env.Waiting(t) > 0
+	})
+	if err := api.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-lost; err == nil {
+		t.Fatal("the client got an answer from a killed API")
+	}
+	release()
+
+	retry := env.Do(t, "POST", "/v1/transfers", key, "crash", body)
+	if retry.Status != http.StatusCreated || retry.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry: %d %s", retry.Status, retry.Body)
+	}
+	if env.Balance(t, from) != 400 || env.Balance(t, to) != 600 {
+		t.Fatalf("balances %d/%d, want 400/600", env.Balance(t, from), env.Balance(t, to))
+	}
+	if n := env.Count(t, `SELECT count(*) FROM entries WHERE transfer_id = $1`, retry.JSON(t)["id"]); n != 2 {
+		t.Fatalf("%d entries, want 2", n)
+	}
+	if runs := env.Executions(t, workflowID); len(runs) != 1 {
+		t.Fatalf("%d executions, want 1", len(runs))
+	}
+}
