@@ -454,3 +454,45 @@ func TestIdempotencyMetrics(t *testing.T) {
 		}
 	}
 }
+
+// Rows 3, 5 and 6 on POST /v1/accounts: concurrent duplicates open one account, another body
+// under the key is refused, and a refused body leaves its key free.
+func TestAccountKeyContract(t *testing.T) {
+	_, key := env.Owner(t)
+	const n = 20
+	answers := make([]testenv.Response, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			answers[i] = env.Do(t, "POST", "/v1/accounts", key, "open", `{"currency":"EUR","name":"Main"}`)
+		})
+	}
+	wg.Wait()
+	fresh := 0
+	for _, a := range answers {
+		if a.Status != http.StatusCreated {
+			t.Fatalf("duplicate: %d %s", a.Status, a.Body)
+		}
+		sameAnswer(t, answers[0], a)
+		if a.Header.Get("Idempotent-Replayed") != "true" {
+			fresh++
+		}
+	}
+	if fresh != 1 {
+		t.Fatalf("%d answers say they are not replays, want 1", fresh)
+	}
+	other := env.Do(t, "POST", "/v1/accounts", key, "open", `{"currency":"GBP","name":"Main"}`)
+	if other.Status != http.StatusUnprocessableEntity || problemType(t, other) != "idempotency-key-reused" {
+		t.Fatalf("reused: %d %s", other.Status, other.Body)
+	}
+	if bad := env.Do(t, "POST", "/v1/accounts", key, "second", `{"currency":"XXX"}`); bad.Status != http.StatusBadRequest {
+		t.Fatalf("bad currency: %d %s", bad.Status, bad.Body)
+	}
+	if ok := env.Do(t, "POST", "/v1/accounts", key, "second", `{"currency":"GBP"}`); ok.Status != http.StatusCreated {
+		t.Fatalf("corrected body: %d %s", ok.Status, ok.Body)
+	}
+	list := env.Do(t, "GET", "/v1/accounts", key, "", "").JSON(t)["data"].([]any)
+	if len(list) != 2 || list[0].(map[string]any)["id"] != answers[0].JSON(t)["id"] {
+		t.Fatalf("accounts %v, want the EUR one and the GBP one", list)
+	}
+}
