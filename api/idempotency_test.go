@@ -390,6 +390,10 @@ func TestExpiredKeyIsNewAfterCleanup(t *testing.T) {
 		second.JSON(t)["id"] == first.JSON(t)["id"] || second.JSON(t)["workflow_id"] != wf {
 		t.Fatalf("after expiry: %d %s", second.Status, second.Body)
 	}
+	scope := idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteTransfers, Key: "ttl"}
+	if first.JSON(t)["id"] != scope.TransferID(0) || second.JSON(t)["id"] != scope.TransferID(1) {
+		t.Fatalf("transfer ids %v, %v: want the scope's first and second", first.JSON(t)["id"], second.JSON(t)["id"])
+	}
 	moved(t, from, to, 699, 301, 3)
 }
 

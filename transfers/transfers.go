@@ -19,6 +19,7 @@ import (
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/money"
 	"github.com/payments/payments/internal/problem"
 	"github.com/payments/payments/workflows"
 )
@@ -129,11 +130,15 @@ func (s *Service) input(r Request, transferID string) activities.TransferInput {
 
 // claim writes the idempotency record and the pending transfer in one transaction, so the
 // transfer can be read (GET, a 202's Location) as soon as the scope is claimed. The transfer id
-// is new for each claim and kept in the record: every later request, re-run and UI Reset under
-// the claim names the same transfer, and a key reused after its record expired names another.
+// is the scope's TransferID for this use of the key: the transfers already made under the
+// scope's workflow ID are its earlier uses (a key is used again only after its record expired).
 func (s *Service) claim(ctx context.Context, r Request) (in activities.TransferInput, rec idempotency.Record, created bool, err error) {
 	err = pgx.BeginFunc(ctx, s.Ledger.DB, func(tx pgx.Tx) error {
-		rec, created, err = idempotency.Claim(ctx, tx, r.Scope, r.Fingerprint, ledger.NewID("tr_"))
+		uses, err := ledger.TransfersUnder(ctx, tx, r.Scope.WorkflowID())
+		if err != nil {
+			return err
+		}
+		rec, created, err = idempotency.Claim(ctx, tx, r.Scope, r.Fingerprint, r.Scope.TransferID(uses))
 		in = s.input(r, rec.ResourceID)
 		if err != nil || !created {
 			return err
@@ -174,4 +179,26 @@ func (s *Service) pending(ctx context.Context, in activities.TransferInput, crea
 func isWorkflowFailure(err error) bool {
 	var wfErr *temporal.WorkflowExecutionError
 	return errors.As(err, &wfErr)
+}
+
+// ErrNotCustomer is a deposit into an account that does not exist or is a funding account.
+var ErrNotCustomer = errors.New("no such customer account")
+
+// Deposit moves amount from the currency's funding account into a customer account, through the
+// same workflow and idempotency as an HTTP transfer, scoped to the account's owner and the CLI.
+func (s *Service) Deposit(ctx context.Context, accountID string, amount int64, key string) (Answer, error) {
+	acc, err := s.Ledger.Account(ctx, "", accountID)
+	if errors.Is(err, ledger.ErrNotFound) || (err == nil && acc.Kind != "customer") {
+		return Answer{}, ErrNotCustomer
+	}
+	if err != nil {
+		return Answer{}, err
+	}
+	body, _ := json.Marshal(map[string]any{"account_id": accountID, "amount_minor": amount})
+	fp, _ := idempotency.Fingerprint(idempotency.RouteDeposit, body)
+	return s.Submit(ctx, Request{
+		Scope:       idempotency.Scope{OwnerID: acc.OwnerID, Route: idempotency.RouteDeposit, Key: key},
+		Fingerprint: fp, From: money.FundingAccountID(acc.Currency), To: acc.ID,
+		AmountMinor: amount, Currency: acc.Currency, Description: "deposit",
+	})
 }

@@ -134,23 +134,13 @@ func runDeposit(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// deposit moves amount from the currency's funding account into account, through the same
-// workflow and idempotency as an HTTP transfer, scoped to the account's owner and the CLI.
+// deposit runs a deposit; an account that cannot take one is a usage error.
 func deposit(ctx context.Context, svc *transfers.Service, accountID string, amount int64, key string) (transfers.Answer, error) {
-	acc, err := svc.Ledger.Account(ctx, "", accountID)
-	if errors.Is(err, ledger.ErrNotFound) || (err == nil && acc.Kind != "customer") {
-		return transfers.Answer{}, usagef("deposit: no customer account %q", accountID)
+	answer, err := svc.Deposit(ctx, accountID, amount, key)
+	if errors.Is(err, transfers.ErrNotCustomer) {
+		return answer, usagef("deposit: no customer account %q", accountID)
 	}
-	if err != nil {
-		return transfers.Answer{}, err
-	}
-	body, _ := json.Marshal(map[string]any{"account_id": accountID, "amount_minor": amount})
-	fp, _ := idempotency.Fingerprint(idempotency.RouteDeposit, body)
-	return svc.Submit(ctx, transfers.Request{
-		Scope:       idempotency.Scope{OwnerID: acc.OwnerID, Route: idempotency.RouteDeposit, Key: key},
-		Fingerprint: fp, From: money.FundingAccountID(acc.Currency), To: acc.ID,
-		AmountMinor: amount, Currency: acc.Currency, Description: "deposit",
-	})
+	return answer, err
 }
 
 func withDB(ctx context.Context, f func(*ledger.Ledger) error) error {

@@ -1,10 +1,13 @@
 // Package idempotency holds the Idempotency-Key contract: parsing the header, the canonical
-// fingerprint of a request, the scope a key lives in, the workflow ID derived from it, and the
+// fingerprint of a request, the scope a key lives in, the identifiers derived from it, and the
 // stored responses that make a retry answer exactly like the first request.
 package idempotency
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"strconv"
 	"strings"
 )
 
@@ -95,4 +98,17 @@ var routeNames = map[string]string{RouteTransfers: "transfer", RouteDeposit: "de
 // contains '/', so the split is unambiguous).
 func (s Scope) WorkflowID() string {
 	return routeNames[s.Route] + "/" + s.OwnerID + "/" + s.Key
+}
+
+// TransferID is the id of the transfer made by the use-th operation in scope s (0 for the
+// first): a pure function of both, so every retry, re-run and UI Reset of an operation names the
+// same transfer and the ledger can refuse to post it twice. use only grows when a key is used
+// again after its record expired; the new operation then gets a transfer of its own.
+func (s Scope) TransferID(use int) string {
+	material := s.OwnerID + "\x00" + s.Route + "\x00" + s.Key
+	if use > 0 {
+		material += "\x00" + strconv.Itoa(use)
+	}
+	sum := sha256.Sum256([]byte(material))
+	return "tr_" + hex.EncodeToString(sum[:12])
 }

@@ -46,6 +46,15 @@ func TestScopeIdentifiers(t *testing.T) {
 	if got := b.WorkflowID(); got != "deposit/own_1/order-7" {
 		t.Fatalf("deposit workflow id %q", got)
 	}
+	c := a
+	c.OwnerID = "own_2"
+	ids := map[string]bool{a.TransferID(0): true, a.TransferID(1): true, b.TransferID(0): true, c.TransferID(0): true}
+	if len(ids) != 4 || a.TransferID(0) != a.TransferID(0) {
+		t.Fatalf("transfer ids must be a pure, injective-in-practice function of scope and use: %v", ids)
+	}
+	if id := a.TransferID(0); !strings.HasPrefix(id, "tr_") || len(id) != 27 {
+		t.Fatalf("transfer id %q", id)
+	}
 }
 
 func TestCanonicalIgnoresOrderAndSpacingOnly(t *testing.T) {

@@ -224,3 +224,10 @@ func InsertPending(ctx context.Context, q database.Querier, p Posting) error {
 		p.TransferID, p.From, p.To, p.AmountMinor, p.Currency, p.Description, p.WorkflowID)
 	return err
 }
+
+// TransfersUnder counts the transfers made under workflow ID id: one per use of its key.
+func TransfersUnder(ctx context.Context, q database.Querier, id string) (int, error) {
+	var n int
+	err := q.QueryRow(ctx, `SELECT count(*) FROM transfers WHERE workflow_id = $1`, id).Scan(&n)
+	return n, err
+}

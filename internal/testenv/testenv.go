@@ -32,7 +32,6 @@ import (
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/devserver"
 	"github.com/payments/payments/internal/ledger"
-	"github.com/payments/payments/internal/money"
 	"github.com/payments/payments/transfers"
 	"github.com/payments/payments/worker"
 	"github.com/payments/payments/workflows"
@@ -261,19 +260,13 @@ func (e *Env) Account(t testing.TB, apiKey, currency string) string {
 	return r.JSON(t)["id"].(string)
 }
 
-// Fund deposits amount into account from its currency's funding account, directly in the
-// ledger (no workflow), for tests that need a starting balance.
+// Fund deposits amount into account from its currency's funding account, as `payments deposit`
+// does (through the transfer workflow), for tests that need a starting balance.
 func (e *Env) Fund(t testing.TB, account string, amount int64) {
 	t.Helper()
-	acc, err := e.Ledger.Account(context.Background(), "", account)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := ledger.NewID("tr_fund_")
-	_, _, err = e.Ledger.Post(context.Background(), ledger.Posting{TransferID: id, WorkflowID: "test-funding/" + id,
-		From: money.FundingAccountID(acc.Currency), To: account, AmountMinor: amount, Currency: acc.Currency})
-	if err != nil {
-		t.Fatal(err)
+	answer, err := e.Transfers.Deposit(context.Background(), account, amount, ledger.NewID("fund-"))
+	if err != nil || answer.Status != http.StatusCreated {
+		t.Fatalf("deposit: %v %s", err, answer.Body)
 	}
 }
 
