@@ -7,7 +7,6 @@ import (
 	"errors"
 	"time"
 
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/payments/payments/internal/idempotency"
@@ -57,8 +56,7 @@ const ErrTypeInvalidPosting = "InvalidPosting"
 
 // Activities holds the dependencies of the activities.
 type Activities struct {
-	Ledger   *ledger.Ledger
-	Temporal client.Client // the idempotency cleanup deletes expired transfers' executions
+	Ledger *ledger.Ledger
 }
 
 // PostTransfer posts the transfer and stores its response, once, however often it is called.

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/payments/payments/activities"
@@ -83,9 +84,11 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	run, err := s.Temporal.ExecuteWorkflow(startCtx, s.startOptions(in), workflows.Transfer, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
-		// A completed run holds this ID: its answer is stored, or it finished after our claim.
-		run = s.Temporal.GetWorkflow(ctx, in.WorkflowID, "")
-	} else if err != nil {
+		// A completed run holds this ID: ours, which finished after our claim, or one of an
+		// earlier use of the key.
+		run, err = s.completedRun(startCtx, in)
+	}
+	if err != nil {
 		return answer, problem.Unavailable("Temporal is unreachable; retry with the same Idempotency-Key")
 	}
 
@@ -148,6 +151,48 @@ func (s *Service) claim(ctx context.Context, r Request) (in activities.TransferI
 	return in, rec, created && err == nil, err
 }
 
+// completedRun answers a start refused because the latest run under in's workflow ID completed.
+// If that run posted in's transfer, it is the answer. Otherwise it belongs to an earlier use of
+// the key (whose record has expired) and this use's run is started after it; the starters of
+// this use take turns on the claim's row, so exactly one of them starts it.
+func (s *Service) completedRun(ctx context.Context, in activities.TransferInput) (run client.WorkflowRun, err error) {
+	if run, ours, err := s.latestRun(ctx, in); err != nil || ours {
+		return run, err
+	}
+	err = pgx.BeginFunc(ctx, s.Ledger.DB, func(tx pgx.Tx) error {
+		if err := idempotency.Lock(ctx, tx, in.Scope()); err != nil {
+			return err
+		}
+		var ours bool
+		if run, ours, err = s.latestRun(ctx, in); err != nil || ours {
+			return err
+		}
+		opts := s.startOptions(in)
+		opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+		run, err = s.Temporal.ExecuteWorkflow(ctx, opts, workflows.Transfer, in)
+		return err
+	})
+	return run, err
+}
+
+// latestRun returns the latest run under in's workflow ID and whether it is for in's transfer,
+// which its memo says.
+func (s *Service) latestRun(ctx context.Context, in activities.TransferInput) (client.WorkflowRun, bool, error) {
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, in.WorkflowID, "")
+	if err != nil {
+		return nil, false, err
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	var id string
+	if p := info.GetMemo().GetFields()[memoTransferID]; p != nil {
+		_ = converter.GetDefaultDataConverter().FromPayload(p, &id)
+	}
+	return s.Temporal.GetWorkflow(ctx, in.WorkflowID, info.GetExecution().GetRunId()), id == in.TransferID, nil
+}
+
+// memoTransferID names the memo field holding the transfer a run posts.
+const memoTransferID = "transfer_id"
+
 func (s *Service) startOptions(in activities.TransferInput) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:        in.WorkflowID,
@@ -156,9 +201,13 @@ func (s *Service) startOptions(in activities.TransferInput) client.StartWorkflow
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		// A duplicate arriving while the first run is going joins that run and waits for it.
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		EnableEagerStart:         s.Eager,
-		TypedSearchAttributes:    workflows.SearchAttributes(in),
-		StaticSummary:            workflows.Summary(in),
+		// Say when a completed run refused the start, instead of quietly returning that run:
+		// it may be a run of an earlier use of the key (completedRun).
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		EnableEagerStart:                         s.Eager,
+		TypedSearchAttributes:                    workflows.SearchAttributes(in),
+		StaticSummary:                            workflows.Summary(in),
+		Memo:                                     map[string]any{memoTransferID: in.TransferID},
 	}
 }
 

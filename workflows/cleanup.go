@@ -14,9 +14,9 @@ const (
 	CleanupEvery      = time.Hour
 )
 
-// IdempotencyCleanup deletes the idempotency records whose replay window has passed, and the
-// workflow executions of their transfers, so that their keys may start new operations. It runs
-// on a Schedule, which shows every pass and its result in the Temporal UI.
+// IdempotencyCleanup deletes the idempotency records whose replay window has passed, so that
+// their keys may start new operations. It runs on a Schedule, which shows every pass and its
+// result in the Temporal UI.
 func IdempotencyCleanup(ctx workflow.Context) (activities.CleanupResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Minute,

@@ -123,7 +123,7 @@ func runServe(ctx context.Context, args []string, _ io.Writer) error {
 }
 
 func (d *deps) runWorker(ctx context.Context) error {
-	w := worker.New(d.temporal, &activities.Activities{Ledger: &ledger.Ledger{DB: d.db}, Temporal: d.temporal})
+	w := worker.New(d.temporal, &activities.Activities{Ledger: &ledger.Ledger{DB: d.db}})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

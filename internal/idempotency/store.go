@@ -56,8 +56,7 @@ func (r *recordRow) record() Record {
 
 // Claim writes the record of scope s before its operation starts. When the scope already has a
 // record it returns that one and created=false; a record of another request yields ErrReused.
-// An expired record still counts until the cleanup deletes it (spec §3: "at least" the TTL),
-// because the cleanup also frees the scope's workflow ID in Temporal.
+// An expired record still counts until the cleanup deletes it (spec §3: "at least" the TTL).
 func Claim(ctx context.Context, db database.Querier, s Scope, fingerprint []byte, resourceID string) (rec Record, created bool, err error) {
 	var row recordRow
 	err = db.QueryRow(ctx, `
@@ -117,27 +116,22 @@ func Complete(ctx context.Context, db database.Querier, s Scope, r Response, ttl
 	return err
 }
 
-// Expired returns up to limit scopes whose replay window has passed, in key order after the
-// scope after (the zero Scope to start), so that a caller skipping some still makes progress.
-func Expired(ctx context.Context, db database.Querier, after Scope, limit int) ([]Scope, error) {
-	rows, err := db.Query(ctx, `
-		SELECT owner_id, route, key FROM idempotency_records
-		WHERE expires_at <= now() AND (owner_id, route, key) > ($1, $2, $3)
-		ORDER BY owner_id, route, key
-		LIMIT $4`, after.OwnerID, after.Route, after.Key, limit)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Scope, error) {
-		var s Scope
-		return s, row.Scan(&s.OwnerID, &s.Route, &s.Key)
-	})
+// DeleteExpired deletes up to limit records whose replay window has passed and returns how
+// many it deleted. Their keys are then new.
+func DeleteExpired(ctx context.Context, db database.Querier, limit int) (int64, error) {
+	tag, err := db.Exec(ctx, `
+		DELETE FROM idempotency_records
+		WHERE (owner_id, route, key) IN (
+			SELECT owner_id, route, key FROM idempotency_records
+			WHERE expires_at <= now()
+			LIMIT $1
+			FOR UPDATE SKIP LOCKED)`, limit)
+	return tag.RowsAffected(), err
 }
 
-// Forget deletes the record of scope s if it has expired, which makes its key new again.
-func Forget(ctx context.Context, db database.Querier, s Scope) error {
-	_, err := db.Exec(ctx, `
-		DELETE FROM idempotency_records
-		WHERE owner_id = $1 AND route = $2 AND key = $3 AND expires_at <= now()`, s.OwnerID, s.Route, s.Key)
+// Lock locks the record of scope s until the end of the transaction.
+func Lock(ctx context.Context, tx pgx.Tx, s Scope) error {
+	_, err := tx.Exec(ctx, `SELECT 1 FROM idempotency_records
+		WHERE owner_id = $1 AND route = $2 AND key = $3 FOR UPDATE`, s.OwnerID, s.Route, s.Key)
 	return err
 }

@@ -127,7 +127,7 @@ func Start(ctx context.Context, name string, o Options) (*Env, error) {
 		return nil, err
 	}
 	e := &Env{URL: url, DB: db, Ledger: &ledger.Ledger{DB: db}, Temporal: dev.Client(), Dev: dev}
-	e.Worker = worker.New(e.Temporal, &activities.Activities{Ledger: e.Ledger, Temporal: e.Temporal})
+	e.Worker = worker.New(e.Temporal, &activities.Activities{Ledger: e.Ledger})
 	if err := e.Worker.Start(); err != nil {
 		return nil, err
 	}
