@@ -143,6 +143,30 @@ func deposit(ctx context.Context, svc *transfers.Service, accountID string, amou
 	return answer, err
 }
 
+// runReconcile checks the ledger invariants (spec §4) and prints a report. The idempotency TTL
+// in the environment tells a key's legitimate second use from a scope that moved money twice.
+func runReconcile(ctx context.Context, args []string, stdout io.Writer) error {
+	if err := parse(newFlags("reconcile"), args); err != nil {
+		return err
+	}
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return usagef("%v", err)
+	}
+	return withDB(ctx, func(l *ledger.Ledger) error {
+		fmt.Fprintln(stdout, "reconcile: checking the ledger…")
+		report, err := ledger.Reconcile(ctx, l.DB, cfg.IdempotencyTTL)
+		if err != nil {
+			return err
+		}
+		report.Print(stdout)
+		if !report.OK() {
+			return errExitOne
+		}
+		return nil
+	})
+}
+
 func withDB(ctx context.Context, f func(*ledger.Ledger) error) error {
 	cfg, err := config.FromEnv()
 	if err != nil {

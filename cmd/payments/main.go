@@ -33,6 +33,7 @@ var commands = []command{
 	{"keys", "keys create --owner NAME: issue an API key", runKeys},
 	{"accounts", "accounts create --owner NAME --currency CUR [--name TEXT]: open an account", runAccounts},
 	{"deposit", "deposit --account ID --amount-minor N [--idempotency-key K]: fund an account", runDeposit},
+	{"reconcile", "check every ledger invariant; exit 1 when any is broken", runReconcile},
 }
 
 func main() {

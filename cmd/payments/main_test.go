@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"testing"
 
 	"go.temporal.io/api/enums/v1"
 
+	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/money"
 	"github.com/payments/payments/internal/testenv"
 )
@@ -72,5 +75,33 @@ func TestDepositRunsThroughTheTransferWorkflowOnce(t *testing.T) {
 	}
 	if _, err := deposit(context.Background(), env.Transfers, money.FundingAccountID("EUR"), 1, "x"); err == nil {
 		t.Fatal("depositing into a funding account must be refused")
+	}
+}
+
+// reconcile reports a clean ledger with status 0 and a broken one with status 1 (errExitOne),
+// naming the broken invariant.
+func TestReconcileCommand(t *testing.T) {
+	ctx := context.Background()
+	url, err := testenv.FreshDatabase(ctx, "payments_test_cli_reconcile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DATABASE_URL", url)
+	var out bytes.Buffer
+	if err := dispatch(ctx, []string{"reconcile"}, &out); err != nil || !strings.Contains(out.String(), "All 5 invariants hold") {
+		t.Fatalf("clean ledger: %v\n%s", err, out.String())
+	}
+	db, err := database.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(ctx, `UPDATE accounts SET balance_minor = 7 WHERE id = $1`, money.FundingAccountID("GBP")); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err = dispatch(ctx, []string{"reconcile"}, &out)
+	if !errors.Is(err, errExitOne) || !strings.Contains(out.String(), "BROKEN  3.") || !strings.Contains(out.String(), "GBP: balances sum to 7") {
+		t.Fatalf("broken ledger: %v\n%s", err, out.String())
 	}
 }

@@ -100,6 +100,18 @@ func (s Scope) WorkflowID() string {
 	return routeNames[s.Route] + "/" + s.OwnerID + "/" + s.Key
 }
 
+// ScopeOf is the scope whose WorkflowID is id; ok is false for an ID no scope has.
+func ScopeOf(id string) (s Scope, ok bool) {
+	name, rest, _ := strings.Cut(id, "/")
+	owner, key, found := strings.Cut(rest, "/")
+	for route, n := range routeNames {
+		if n == name && found && owner != "" && key != "" {
+			return Scope{OwnerID: owner, Route: route, Key: key}, true
+		}
+	}
+	return Scope{}, false
+}
+
 // TransferID is the id of the transfer made by the use-th operation in scope s (0 for the
 // first): a pure function of both, so every retry, re-run and UI Reset of an operation names the
 // same transfer and the ledger can refuse to post it twice. use only grows when a key is used

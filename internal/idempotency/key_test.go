@@ -46,6 +46,16 @@ func TestScopeIdentifiers(t *testing.T) {
 	if got := b.WorkflowID(); got != "deposit/own_1/order-7" {
 		t.Fatalf("deposit workflow id %q", got)
 	}
+	for _, sc := range []Scope{a, b, {OwnerID: "own_1", Route: RouteTransfers, Key: "a/b"}} {
+		if got, ok := ScopeOf(sc.WorkflowID()); !ok || got != sc {
+			t.Fatalf("ScopeOf(%q) = %+v, %v", sc.WorkflowID(), got, ok)
+		}
+	}
+	for _, id := range []string{"", "transfer/", "transfer/own_1", "transfer/own_1/", "wf/x/y", "idempotency-cleanup"} {
+		if _, ok := ScopeOf(id); ok {
+			t.Fatalf("ScopeOf(%q) found a scope", id)
+		}
+	}
 	c := a
 	c.OwnerID = "own_2"
 	ids := map[string]bool{a.TransferID(0): true, a.TransferID(1): true, b.TransferID(0): true, c.TransferID(0): true}

@@ -104,10 +104,14 @@ func post(ctx context.Context, tx pgx.Tx, p Posting) (Transfer, idempotency.Resp
 			ErrInvalidPosting, t.Currency, from.Currency, to.Currency)
 	}
 
+	fromAfter, toAfter := from.BalanceMinor-t.AmountMinor, to.BalanceMinor+t.AmountMinor
+	if fromAfter > from.BalanceMinor || toAfter < to.BalanceMinor {
+		return t, idempotency.Response{}, fmt.Errorf("%w: a balance would overflow 64 bits", ErrInvalidPosting)
+	}
 	if from.Kind == "customer" && from.BalanceMinor < t.AmountMinor {
 		t, err = finish(ctx, tx, t.ID, StatusRejected, "insufficient funds")
 	} else {
-		err = move(ctx, tx, t, from.BalanceMinor-t.AmountMinor, to.BalanceMinor+t.AmountMinor)
+		err = move(ctx, tx, t, fromAfter, toAfter)
 		if err == nil {
 			t, err = finish(ctx, tx, t.ID, StatusCompleted, "")
 		}

@@ -1,0 +1,126 @@
+package ledger_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/money"
+)
+
+// broken reconciles inside tx and returns the numbers of the broken invariants.
+func broken(t *testing.T, tx pgx.Tx, ttl time.Duration) []int {
+	t.Helper()
+	report, err := ledger.Reconcile(context.Background(), tx, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, c := range report.Checks {
+		if len(c.Violations) > 0 {
+			out = append(out, c.Number)
+		}
+	}
+	return out
+}
+
+func has(ns []int, n int) bool {
+	for _, x := range ns {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+// Each invariant is broken on purpose, in a transaction rolled back afterwards, and reconcile
+// must say which.
+func TestReconcileFindsEachBrokenInvariant(t *testing.T) {
+	ctx := context.Background()
+	a, b := account(t, "USD", 1_000), account(t, "USD", 0)
+	p := posting(a, b, 300)
+	if _, _, err := l.Post(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		invariant int
+		only      bool // no other invariant breaks with it
+		sql       []string
+	}{
+		{"a completed transfer whose entries do not match it", 1, true,
+			[]string{`UPDATE transfers SET amount_minor = 301 WHERE id = '` + p.TransferID + `'`}},
+		{"a rejected transfer with entries", 1, false,
+			[]string{`UPDATE transfers SET status = 'rejected' WHERE id = '` + p.TransferID + `'`}},
+		{"a balance that is not the sum of its entries", 2, true,
+			[]string{`UPDATE accounts SET balance_minor = balance_minor + 1 WHERE id = '` + b + `'`,
+				`UPDATE accounts SET balance_minor = balance_minor - 1 WHERE id = '` + money.FundingAccountID("USD") + `'`}},
+		{"money created from nothing", 3, false,
+			[]string{`UPDATE accounts SET balance_minor = balance_minor + 5 WHERE id = '` + b + `'`}},
+		{"a negative customer balance", 4, false,
+			[]string{`ALTER TABLE accounts DROP CONSTRAINT customer_balance_not_negative`,
+				`UPDATE accounts SET balance_minor = -5 WHERE id = '` + b + `'`}},
+		{"a transfer outside any idempotency scope", 5, true,
+			[]string{`UPDATE transfers SET workflow_id = 'somewhere' WHERE id = '` + p.TransferID + `'`}},
+		{"a transfer id posted twice", 5, false,
+			[]string{`ALTER TABLE entries DROP CONSTRAINT entries_transfer_id_account_id_key`,
+				`INSERT INTO entries (transfer_id, account_id, amount_minor, balance_after_minor)
+				 SELECT transfer_id, account_id, amount_minor, balance_after_minor FROM entries WHERE transfer_id = '` + p.TransferID + `'`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tx, err := l.DB.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			if got := broken(t, tx, time.Hour); len(got) != 0 {
+				t.Fatalf("broken before breaking anything: %v", got)
+			}
+			for _, sql := range c.sql {
+				if _, err := tx.Exec(ctx, sql); err != nil {
+					t.Fatalf("%s: %v", sql, err)
+				}
+			}
+			got := broken(t, tx, time.Hour)
+			if !has(got, c.invariant) || (c.only && len(got) != 1) {
+				t.Fatalf("broken invariants %v, want %d", got, c.invariant)
+			}
+		})
+	}
+}
+
+// A key used again after its record expired moves money again, legitimately; within the TTL,
+// that would be a scope moving money twice.
+func TestReconcileTellsAKeysSecondUseFromADoublePosting(t *testing.T) {
+	ctx := context.Background()
+	a, b := account(t, "USD", 1_000), account(t, "USD", 0)
+	first := posting(a, b, 100)
+	second := first
+	second.TransferID = first.Scope.TransferID(1)
+	for _, p := range []ledger.Posting{first, second} {
+		if _, _, err := l.Post(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := l.DB.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if got := broken(t, tx, time.Nanosecond); len(got) != 0 {
+		t.Fatalf("with a TTL shorter than the gap: broken %v", got)
+	}
+	report, err := ledger.Reconcile(ctx, tx, time.Hour)
+	if err != nil || report.OK() {
+		t.Fatalf("two uses within an hour's TTL went unnoticed (%v)", err)
+	}
+	var out strings.Builder
+	report.Print(&out)
+	if !strings.Contains(out.String(), "BROKEN  5.") || !strings.Contains(out.String(), second.TransferID) {
+		t.Fatalf("report does not name the broken invariant and the transfer:\n%s", out.String())
+	}
+}
