@@ -32,6 +32,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if err := env.CheckLedger(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, "the tests left a ledger that does not reconcile:\n"+err.Error())
+		code = 1
+	}
 	env.Close()
 	if err := checker.report(); err != nil && code == 0 {
 		fmt.Fprintln(os.Stderr, err)

@@ -136,7 +136,7 @@ func (s *Service) input(r Request, transferID string) activities.TransferInput {
 // is the scope's TransferID for this use of the key: the transfers already made under the
 // scope's workflow ID are its earlier uses (a key is used again only after its record expired).
 func (s *Service) claim(ctx context.Context, r Request) (in activities.TransferInput, rec idempotency.Record, created bool, err error) {
-	err = pgx.BeginFunc(ctx, s.Ledger.DB, func(tx pgx.Tx) error {
+	err = s.Ledger.InTx(ctx, func(tx pgx.Tx) error {
 		uses, err := ledger.TransfersUnder(ctx, tx, r.Scope.WorkflowID())
 		if err != nil {
 			return err
@@ -159,7 +159,7 @@ func (s *Service) completedRun(ctx context.Context, in activities.TransferInput)
 	if run, ours, err := s.latestRun(ctx, in); err != nil || ours {
 		return run, err
 	}
-	err = pgx.BeginFunc(ctx, s.Ledger.DB, func(tx pgx.Tx) error {
+	err = s.Ledger.InTx(ctx, func(tx pgx.Tx) error {
 		if err := idempotency.Lock(ctx, tx, in.Scope()); err != nil {
 			return err
 		}

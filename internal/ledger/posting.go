@@ -48,11 +48,22 @@ const maxAttempts = 8
 // with the same transfer id (an activity retried after its commit, a re-run, a UI Reset), it
 // posts nothing and returns the outcome of the first call. A transfer without enough funds is
 // rejected: a final outcome, stored and replayed like a completed one.
-func (l *Ledger) Post(ctx context.Context, p Posting) (Transfer, idempotency.Response, error) {
+func (l *Ledger) Post(ctx context.Context, p Posting) (t Transfer, resp idempotency.Response, err error) {
+	err = l.InTx(ctx, func(tx pgx.Tx) error {
+		t, resp, err = post(ctx, tx, p)
+		return err
+	})
+	return t, resp, err
+}
+
+// InTx runs f in a transaction, again when PostgreSQL aborted it for a serialization failure or
+// a deadlock (a bounded number of times, with jittered backoff, counted in Retries). f must be
+// safe to run again: each run sees only what committed before it.
+func (l *Ledger) InTx(ctx context.Context, f func(pgx.Tx) error) error {
 	for attempt := 1; ; attempt++ {
-		t, resp, err := l.postOnce(ctx, p)
+		err := pgx.BeginFunc(ctx, l.DB, f)
 		if err == nil || attempt == maxAttempts || !retryable(err) {
-			return t, resp, err
+			return err
 		}
 		Retries.Inc()
 		// Full jitter over an exponential window: 2 ms, 4 ms, … capped at 200 ms.
@@ -60,7 +71,7 @@ func (l *Ledger) Post(ctx context.Context, p Posting) (Transfer, idempotency.Res
 		select {
 		case <-time.After(rand.N(window)):
 		case <-ctx.Done():
-			return t, resp, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }
@@ -68,14 +79,6 @@ func (l *Ledger) Post(ctx context.Context, p Posting) (Transfer, idempotency.Res
 func retryable(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
-}
-
-func (l *Ledger) postOnce(ctx context.Context, p Posting) (t Transfer, resp idempotency.Response, err error) {
-	err = pgx.BeginFunc(ctx, l.DB, func(tx pgx.Tx) error {
-		t, resp, err = post(ctx, tx, p)
-		return err
-	})
-	return t, resp, err
 }
 
 func post(ctx context.Context, tx pgx.Tx, p Posting) (Transfer, idempotency.Response, error) {
@@ -124,9 +127,11 @@ func post(ctx context.Context, tx pgx.Tx, p Posting) (Transfer, idempotency.Resp
 }
 
 // lockAccounts locks both accounts in id order, the one global order every posting uses, so two
-// transfers in opposite directions cannot deadlock.
+// transfers in opposite directions cannot deadlock. FOR NO KEY UPDATE (what the balance update
+// needs, as it changes no key) leaves the KEY SHARE locks of foreign-key checks free: claiming a
+// new transfer, which inserts a row referencing both accounts, never waits for a posting.
 func lockAccounts(ctx context.Context, tx pgx.Tx, a, b string) (map[string]Account, error) {
-	rows, err := tx.Query(ctx, `SELECT `+accountColumns+` FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE`, []string{a, b})
+	rows, err := tx.Query(ctx, `SELECT `+accountColumns+` FROM accounts WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, []string{a, b})
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -101,6 +102,7 @@ type Env struct {
 	Server    *httptest.Server
 	Dev       *testsuite.DevServer
 	Worker    sdkworker.Worker
+	minTTL    *time.Duration // the shortest idempotency TTL any of the Env's APIs used
 }
 
 // Options change an Env from its defaults.
@@ -126,7 +128,7 @@ func Start(ctx context.Context, name string, o Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{URL: url, DB: db, Ledger: &ledger.Ledger{DB: db}, Temporal: dev.Client(), Dev: dev}
+	e := &Env{URL: url, DB: db, Ledger: &ledger.Ledger{DB: db}, Temporal: dev.Client(), Dev: dev, minTTL: new(time.Duration)}
 	e.Worker = worker.New(e.Temporal, &activities.Activities{Ledger: e.Ledger})
 	if err := e.Worker.Start(); err != nil {
 		return nil, err
@@ -149,6 +151,9 @@ func (e *Env) serve(o Options) {
 	}
 	e.Transfers = &transfers.Service{Ledger: &ledger.Ledger{DB: db}, Temporal: temporal, Eager: o.Temporal == nil,
 		SyncWait: or(o.SyncWait, 10*time.Second), TTL: or(o.TTL, 24*time.Hour), RetryFor: or(o.RetryFor, 2*time.Minute)}
+	if *e.minTTL == 0 || e.Transfers.TTL < *e.minTTL {
+		*e.minTTL = e.Transfers.TTL
+	}
 	srv := &api.Server{DB: db, Ledger: &ledger.Ledger{DB: db}, Transfers: e.Transfers, Temporal: temporal,
 		TTL: e.Transfers.TTL, Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	e.Server = httptest.NewServer(srv.Handler())
@@ -290,9 +295,9 @@ func (e *Env) Count(t testing.TB, sql string, args ...any) int {
 	return n
 }
 
-// Hold locks account against postings until release is called (or t ends). FOR NO KEY UPDATE
-// makes a posting's FOR UPDATE wait, while claiming a transfer (whose foreign keys take KEY
-// SHARE) goes through: a transfer from or to account is claimed, started, and then waits.
+// Hold locks account against postings until release is called (or t ends). A posting's FOR NO
+// KEY UPDATE waits for this one, while claiming a transfer (whose foreign keys take KEY SHARE)
+// goes through: a transfer from or to account is claimed, started, and then waits.
 func (e *Env) Hold(t testing.TB, account string) (release func()) {
 	t.Helper()
 	ctx := context.Background()
@@ -377,4 +382,27 @@ func (e *Env) RunCleanup(t testing.TB) activities.CleanupResult {
 		t.Fatal(err)
 	}
 	return res
+}
+
+// CheckLedger reconciles the Env's ledger and returns the report as an error when an invariant
+// is broken.
+func (e *Env) CheckLedger() error {
+	report, err := ledger.Reconcile(context.Background(), e.DB, *e.minTTL)
+	if err != nil {
+		return err
+	}
+	if !report.OK() {
+		var b bytes.Buffer
+		report.Print(&b)
+		return errors.New(b.String())
+	}
+	return nil
+}
+
+// Reconcile fails t unless every ledger invariant holds.
+func (e *Env) Reconcile(t testing.TB) {
+	t.Helper()
+	if err := e.CheckLedger(); err != nil {
+		t.Fatalf("reconcile:\n%v", err)
+	}
 }
