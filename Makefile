@@ -3,7 +3,7 @@ TEMPORAL_VERSION := v1.5.1
 GO ?= go
 export PATH := $(CURDIR)/bin:$(PATH)
 
-.PHONY: run test build lint fuzz compose-check clean
+.PHONY: run test test-unit test-faults build lint fuzz compose-check clean
 
 run: bin/temporal
 	@$(GO) run ./cmd/devstack
@@ -20,9 +20,16 @@ bin/temporal:
 		awk '{ n++; printf "\r    compiled %d packages (%s)\033[K", n, $$0 } END { print "" }'
 	@test -x bin/temporal && echo "==> Temporal CLI ready: ./bin/temporal"
 
-test: bin/temporal lint compose-check
+test: lint compose-check test-unit test-faults
+
+test-unit: bin/temporal
 	@echo "==> Unit and integration tests (real PostgreSQL, real Temporal dev server, -race)"
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /faults)
+
+# The slow ones: a worker killed mid-transfer, PostgreSQL cut off under load, Temporal restarted.
+test-faults: bin/temporal
+	@echo "==> Fault tests (processes killed, connections cut, servers restarted; about a minute)"
+	$(GO) test -race -count=1 -v ./faults/
 
 lint:
 	@echo "==> gofmt, go vet, workflowcheck"

@@ -1,30 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/payments/payments/internal/testenv"
 )
-
-// buildBinary builds this command into a temporary directory, for tests that need a process
-// they can kill.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "payments")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // startAPI runs `payments api` against the test database and Temporal and returns its base URL
 // once it is ready.
@@ -36,21 +21,7 @@ func startAPI(t *testing.T, bin string) (*exec.Cmd, string) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(bin, "api")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+env.URL, "TEMPORAL_ADDRESS="+env.Dev.FrontendHostPort(),
-		"PAYMENTS_HTTP_ADDR="+addr)
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("payments api log:\n%s", logs.String())
-		}
-	})
+	cmd := env.Process(t, bin, "", []string{"api"}, "PAYMENTS_HTTP_ADDR="+addr)
 	base := "http://" + addr
 	testenv.WaitFor(t, "payments api to be ready", func() bool {
 		resp, err := http.Get(base + "/readyz")
@@ -66,7 +37,7 @@ func startAPI(t *testing.T, bin string) (*exec.Cmd, string) {
 // The API process dies (SIGKILL) after starting the transfer's workflow and before answering;
 // the retry, sent to another API process, gets the one result and the money moves once.
 func TestAPIKilledBetweenStartAndAnswer(t *testing.T) {
-	api, base := startAPI(t, buildBinary(t))
+	api, base := startAPI(t, testenv.BuildPayments(t))
 	ownerID, key := env.Owner(t)
 	from, to := env.Account(t, key, "USD"), env.Account(t, key, "USD")
 	env.Fund(t, from, 1_000)

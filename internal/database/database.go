@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,10 +24,18 @@ import (
 var migrations embed.FS
 
 // Open connects a pool to url and checks that PostgreSQL answers.
+// DefaultMaxConns is the pool size when DATABASE_URL does not set pool_max_conns.
+const DefaultMaxConns = 16
+
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgx's default (4 on a 2-core machine) queues requests behind postings that wait for a
+		// hot account's lock; pool_max_conns in DATABASE_URL overrides this.
+		cfg.MaxConns = DefaultMaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

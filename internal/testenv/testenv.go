@@ -10,10 +10,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,11 +89,6 @@ func RepoRoot() string {
 	}
 }
 
-// StartTemporal starts a tuned, in-memory dev server on a free port.
-func StartTemporal(ctx context.Context) (*testsuite.DevServer, error) {
-	return devserver.Start(ctx, devserver.Options{Binary: filepath.Join(RepoRoot(), "bin", "temporal"), Log: io.Discard})
-}
-
 // Env is one running system: database, Temporal, a worker and the HTTP API on one client, so
 // that transfers start eagerly as under `payments serve`.
 type Env struct {
@@ -101,8 +99,10 @@ type Env struct {
 	Transfers *transfers.Service
 	Server    *httptest.Server
 	Dev       *testsuite.DevServer
-	Worker    sdkworker.Worker
-	minTTL    *time.Duration // the shortest idempotency TTL any of the Env's APIs used
+	Worker    sdkworker.Worker // nil with Options.NoWorker
+	minTTL    *time.Duration   // the shortest idempotency TTL any of the Env's APIs used
+
+	devOptions devserver.Options
 }
 
 // Options change an Env from its defaults.
@@ -112,6 +112,11 @@ type Options struct {
 	RetryFor time.Duration // default 2m
 	DB       *pgxpool.Pool // the API's database, default the Env's
 	Temporal client.Client // the API's Temporal client, default the Env's (with eager start)
+
+	// For Start only.
+	DatabaseHost  string // host:port the Env reaches PostgreSQL through (a Proxy); default direct
+	NoWorker      bool   // run no worker here: the test runs its own (no eager start then)
+	TemporalState string // the dev server's SQLite file, so that RestartTemporal keeps its state
 }
 
 // Start brings up an Env on database name. Call it from TestMain and Close it after m.Run.
@@ -120,24 +125,82 @@ func Start(ctx context.Context, name string, o Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	dev, err := StartTemporal(ctx)
-	if err != nil {
+	e := &Env{URL: url, minTTL: new(time.Duration), devOptions: devserver.Options{
+		Binary: filepath.Join(RepoRoot(), "bin", "temporal"), Log: io.Discard, DBFile: o.TemporalState}}
+	if o.TemporalState != "" {
+		e.devOptions.HostPort = freeAddr()
+	}
+	if e.Dev, err = devserver.Start(ctx, e.devOptions); err != nil {
 		return nil, err
 	}
-	db, err := database.Open(ctx, url)
-	if err != nil {
+	e.Temporal = e.Dev.Client()
+	if o.DatabaseHost != "" {
+		url = strings.Replace(url, PostgresAddr(), o.DatabaseHost, 1)
+	}
+	if e.DB, err = database.Open(ctx, url); err != nil {
 		return nil, err
 	}
-	e := &Env{URL: url, DB: db, Ledger: &ledger.Ledger{DB: db}, Temporal: dev.Client(), Dev: dev, minTTL: new(time.Duration)}
-	e.Worker = worker.New(e.Temporal, &activities.Activities{Ledger: e.Ledger})
-	if err := e.Worker.Start(); err != nil {
-		return nil, err
+	e.Ledger = &ledger.Ledger{DB: e.DB}
+	if !o.NoWorker {
+		e.Worker = worker.New(e.Temporal, &activities.Activities{Ledger: e.Ledger})
+		if err := e.Worker.Start(); err != nil {
+			return nil, err
+		}
 	}
 	if err := worker.EnsureCleanupSchedule(ctx, e.Temporal); err != nil {
 		return nil, err
 	}
+	if o.NoWorker && o.Temporal == nil {
+		o.Temporal = e.Temporal // the API's own client, without eager start
+	}
 	e.serve(o)
 	return e, nil
+}
+
+// New is Start for one test: the Env stops when t ends.
+func New(t testing.TB, name string, o Options) *Env {
+	t.Helper()
+	e, err := Start(context.Background(), name, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
+// RestartTemporal stops the dev server and starts it again on the same port and state file.
+// Clients and workers reconnect by themselves.
+func (e *Env) RestartTemporal(t testing.TB) {
+	t.Helper()
+	if e.devOptions.DBFile == "" {
+		t.Fatal("RestartTemporal needs Options.TemporalState")
+	}
+	if err := e.Dev.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := devserver.Start(context.Background(), e.devOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Dev = dev
+}
+
+// PostgresAddr is the host:port of the tests' PostgreSQL.
+func PostgresAddr() string {
+	cfg, err := pgx.ParseConfig(AdminURL())
+	if err != nil {
+		panic(err)
+	}
+	return fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // serve starts the HTTP API on e's database and Temporal client, or on those o names.
@@ -179,7 +242,9 @@ func or(d, def time.Duration) time.Duration {
 // Close stops everything Start started.
 func (e *Env) Close() {
 	e.Server.Close()
-	e.Worker.Stop()
+	if e.Worker != nil {
+		e.Worker.Stop()
+	}
 	e.DB.Close()
 	_ = e.Dev.Stop()
 }
@@ -301,15 +366,18 @@ func (e *Env) Count(t testing.TB, sql string, args ...any) int {
 func (e *Env) Hold(t testing.TB, account string) (release func()) {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := e.DB.Begin(ctx)
+	conn, err := pgx.Connect(ctx, e.URL) // its own connection: the pool is the system's
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR NO KEY UPDATE`, account); err != nil {
+	if _, err := conn.Exec(ctx, `BEGIN`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR NO KEY UPDATE`, account); err != nil {
 		t.Fatal(err)
 	}
 	var once sync.Once
-	release = func() { once.Do(func() { _ = tx.Rollback(ctx) }) }
+	release = func() { once.Do(func() { _ = conn.Close(ctx) }) } // closing ends the transaction
 	t.Cleanup(release)
 	return release
 }
@@ -387,7 +455,13 @@ func (e *Env) RunCleanup(t testing.TB) activities.CleanupResult {
 // CheckLedger reconciles the Env's ledger and returns the report as an error when an invariant
 // is broken.
 func (e *Env) CheckLedger() error {
-	report, err := ledger.Reconcile(context.Background(), e.DB, *e.minTTL)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, e.URL) // directly, not through a Proxy a test may have cut
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	report, err := ledger.Reconcile(ctx, conn, *e.minTTL)
 	if err != nil {
 		return err
 	}
@@ -405,4 +479,58 @@ func (e *Env) Reconcile(t testing.TB) {
 	if err := e.CheckLedger(); err != nil {
 		t.Fatalf("reconcile:\n%v", err)
 	}
+}
+
+// BuildPayments builds the payments command into a temporary directory, for tests that run it
+// as a process they can kill.
+func BuildPayments(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "payments")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/payments")
+	cmd.Dir = RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// Process starts bin with args and the Env's database and Temporal (or temporalAddr when not
+// empty) in its environment. It is killed when t ends, and its stderr shown if t failed.
+func (e *Env) Process(t testing.TB, bin, temporalAddr string, args []string, env ...string) *exec.Cmd {
+	t.Helper()
+	if temporalAddr == "" {
+		temporalAddr = e.Dev.FrontendHostPort()
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+e.URL, "TEMPORAL_ADDRESS="+temporalAddr), env...)
+	logs := &lockedBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s %v log:\n%s", filepath.Base(bin), args, logs.String())
+		}
+	})
+	return cmd
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
