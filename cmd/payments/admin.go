@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/payments/payments/internal/auth"
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
@@ -155,7 +157,13 @@ func runReconcile(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	return withDB(ctx, func(l *ledger.Ledger) error {
 		fmt.Fprintln(stdout, "reconcile: checking the ledger…")
-		report, err := ledger.Reconcile(ctx, l.DB, cfg.IdempotencyTTL)
+		// One snapshot for every check, so a busy ledger is seen as of one instant.
+		tx, err := l.DB.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		report, err := ledger.Reconcile(ctx, tx, cfg.IdempotencyTTL)
 		if err != nil {
 			return err
 		}
