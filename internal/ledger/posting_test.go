@@ -9,6 +9,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/payments/payments/internal/auth"
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
@@ -227,5 +231,27 @@ func TestBalanceOverflowIsRefusedWhole(t *testing.T) {
 	}
 	if balance(t, a) != 100 || balance(t, b) != math.MaxInt64-5 || entries(t, p.TransferID) != 0 {
 		t.Fatal("an overflowing posting changed the ledger")
+	}
+}
+
+// A transaction PostgreSQL aborts for a deadlock or a serialization failure runs again, and
+// the retry is counted; any other error is returned at once.
+func TestInTxRetriesDeadlocksAndCountsThem(t *testing.T) {
+	before := testutil.ToFloat64(ledger.Retries)
+	runs := 0
+	err := l.InTx(context.Background(), func(pgx.Tx) error {
+		runs++
+		if runs < 3 {
+			return &pgconn.PgError{Code: []string{"40P01", "40001"}[runs-1]}
+		}
+		return nil
+	})
+	if err != nil || runs != 3 || testutil.ToFloat64(ledger.Retries)-before != 2 {
+		t.Fatalf("err %v after %d runs, %v retries counted", err, runs, testutil.ToFloat64(ledger.Retries)-before)
+	}
+	runs = 0
+	boom := errors.New("boom")
+	if err := l.InTx(context.Background(), func(pgx.Tx) error { runs++; return boom }); !errors.Is(err, boom) || runs != 1 {
+		t.Fatalf("err %v after %d runs, want boom after 1", err, runs)
 	}
 }
