@@ -91,7 +91,8 @@ func TestWorkerKilledBetweenCommitAndRecord(t *testing.T) {
 
 	release := sendHeld(t, env, key, "crash", from, to, amount)
 	toTemporal.Freeze() // from here the worker's reports to Temporal go nowhere
-	go release()
+	answered := make(chan struct{})
+	go func() { release(); close(answered) }()
 	testenv.WaitFor(t, "every posting to commit", func() bool {
 		return env.Count(t, `SELECT count(*) FROM transfers WHERE from_account_id = ANY($1) AND status = 'completed'
 			AND workflow_id LIKE 'transfer/%'`, from) == n
@@ -107,6 +108,7 @@ func TestWorkerKilledBetweenCommitAndRecord(t *testing.T) {
 	}
 	defer second.Stop()
 	completeOnce(t, env, key, "crash", from, to, amount, funded)
+	<-answered
 }
 
 // PostgreSQL is cut off, through a proxy, in the middle of a load: requests fail with 503 and

@@ -5,9 +5,12 @@ package worker
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -19,10 +22,25 @@ import (
 // New returns a worker for the transfer task queue; the caller starts and stops it.
 func New(c client.Client, acts *activities.Activities) sdkworker.Worker {
 	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
-	w.RegisterWorkflowWithOptions(workflows.Transfer, workflow.RegisterOptions{Name: "Transfer"})
-	w.RegisterWorkflow(workflows.IdempotencyCleanup)
+	registerWorkflows(w)
 	w.RegisterActivity(acts)
 	return w
+}
+
+// registerWorkflows registers every workflow under the name running executions know it by.
+func registerWorkflows(r sdkworker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(workflows.Transfer, workflow.RegisterOptions{Name: "Transfer"})
+	r.RegisterWorkflow(workflows.IdempotencyCleanup)
+}
+
+// ReplayHistory replays a workflow history exported as JSON (`temporal workflow show --output
+// json`, or the Web UI's download) against the workflow code of this build. An error means the
+// code would not reproduce that execution: a change that breaks running workflows. The SDK's
+// message names the history event where replay diverged.
+func ReplayHistory(file string) error {
+	r := sdkworker.NewWorkflowReplayer()
+	registerWorkflows(r)
+	return r.ReplayWorkflowHistoryFromJSONFile(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), file)
 }
 
 // EnsureCleanupSchedule creates the Schedule running the idempotency cleanup, unless it exists.

@@ -75,6 +75,13 @@ func Transfer(ctx workflow.Context, in activities.TransferInput) (activities.Tra
 			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidPosting},
 		},
 	})
+	// Version 1: the status reads "posting" while the ledger transaction runs. The SDK reports a
+	// local activity running longer than most of a workflow task's timeout, and with it this
+	// status, so the UI tells a transfer stuck in the ledger (waiting on a lock or on PostgreSQL)
+	// from one no worker has picked up yet ("pending"). Runs started before replay without it.
+	if workflow.GetVersion(ctx, "posting-status", workflow.DefaultVersion, 1) == 1 {
+		setStatus(ctx, "posting")
+	}
 	var out activities.TransferOutcome
 	err := workflow.ExecuteLocalActivity(postCtx, a.PostTransfer, in).Get(postCtx, &out)
 	if err != nil {

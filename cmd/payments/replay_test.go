@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/payments/payments/internal/testenv"
+)
+
+var recordHistories = flag.String("record-histories", "", "write the histories under workflows/testdata/histories from real runs, with this version suffix (e.g. v1)")
+
+func transferJSON(from, to string, amount int64) string {
+	return fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":%d,"currency":"USD"}`, from, to, amount)
+}
+
+// failTransfers makes n transfers fail for real: their source accounts stay locked longer than
+// the transfers' retry policy allows. It returns the keys, the accounts, and the fix: releasing
+// the locks.
+func failTransfers(t *testing.T, n int, amount, funded int64) (ownerID, key string, keys, from, to []string, fix func()) {
+	impatient := env.With(t, testenv.Options{RetryFor: time.Second})
+	ownerID, key = env.Owner(t)
+	var releases []func()
+	for i := range n {
+		from = append(from, env.Account(t, key, "USD"))
+		to = append(to, env.Account(t, key, "USD"))
+		env.Fund(t, from[i], funded)
+		releases = append(releases, env.Hold(t, from[i]))
+		keys = append(keys, fmt.Sprintf("%s-%d", strings.ToLower(t.Name()), i))
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r := impatient.Do(t, "POST", "/v1/transfers", key, keys[i], transferJSON(from[i], to[i], amount))
+			if r.Status != http.StatusInternalServerError {
+				t.Errorf("transfer %d: %d %s, want 500 transfer-failed", i, r.Status, r.Body)
+			}
+		})
+	}
+	wg.Wait()
+	return ownerID, key, keys, from, to, func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+}
+
+func TestReplayFailedCompletesEachTransferOnce(t *testing.T) {
+	const n, amount, funded = 3, 60, 100
+	_, key, keys, from, to, fix := failTransfers(t, n, amount, funded)
+	testenv.WaitFor(t, "the failed runs to be visible", func() bool {
+		return countWorkflows(t, "WorkflowType = 'Transfer' AND ExecutionStatus = 'Failed'") >= n
+	})
+	fix()
+
+	t.Setenv("DATABASE_URL", env.URL)
+	t.Setenv("TEMPORAL_ADDRESS", env.Dev.FrontendHostPort())
+	var out bytes.Buffer
+	if err := dispatch(context.Background(), []string{"replay", "failed", "--since", "1h"}, &out); err != nil {
+		t.Fatalf("replay failed: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("replayed %d: %d completed", n, n)) {
+		t.Fatalf("report:\n%s", out.String())
+	}
+	for i := range n {
+		if !strings.Contains(out.String(), "/"+keys[i]+" ") {
+			t.Errorf("no line for %s in\n%s", keys[i], out.String())
+		}
+		r := env.Do(t, "POST", "/v1/transfers", key, keys[i], transferJSON(from[i], to[i], amount))
+		if r.Status != http.StatusCreated || r.JSON(t)["status"] != "completed" {
+			t.Fatalf("transfer %d after the replay: %d %s", i, r.Status, r.Body)
+		}
+		if env.Balance(t, from[i]) != funded-amount || env.Balance(t, to[i]) != amount ||
+			env.Count(t, `SELECT count(*) FROM entries WHERE transfer_id = $1`, r.JSON(t)["id"]) != 2 {
+			t.Fatalf("transfer %d did not move its money exactly once", i)
+		}
+	}
+	env.Reconcile(t)
+
+	// Again: nothing left to do.
+	out.Reset()
+	if err := dispatch(context.Background(), []string{"replay", "failed"}, &out); err != nil ||
+		!strings.Contains(out.String(), fmt.Sprintf("0 completed, 0 rejected, 0 failed again, %d skipped", n)) {
+		t.Fatalf("second replay: %v\n%s", err, out.String())
+	}
+}
+
+func countWorkflows(t *testing.T, query string) int {
+	t.Helper()
+	resp, err := env.Temporal.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{Query: query})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(resp.GetCount())
+}
+
+const historiesDir = "../../workflows/testdata/histories"
+
+// `replay history` reports each committed history as replaying (workflows' tests check them too).
+func TestReplayHistoryCommand(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(historiesDir, "*.json"))
+	if len(files) < 4 {
+		t.Fatalf("%d histories under %s, want the completed, rejected, failed and re-run paths", len(files), historiesDir)
+	}
+	var out bytes.Buffer
+	if err := dispatch(context.Background(), append([]string{"replay", "history"}, files...), &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if strings.Count(out.String(), "ok ") != len(files) {
+		t.Fatalf("report:\n%s", out.String())
+	}
+}
+
+func TestReplayHistoryReportsNonDeterminism(t *testing.T) {
+	broken := filepath.Join(t.TempDir(), "broken.json")
+	// A history whose recorded first command is a timer: the current code schedules a local
+	// activity marker instead, so replay must fail and say where.
+	src, err := os.ReadFile(filepath.Join(historiesDir, "completed-v0.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutated := strings.Replace(string(src), "EVENT_TYPE_MARKER_RECORDED", "EVENT_TYPE_TIMER_STARTED", 1)
+	if err := os.WriteFile(broken, []byte(mutated), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err = dispatch(context.Background(), []string{"replay", "history", broken}, &out)
+	if !errors.Is(err, errExitOne) || !strings.Contains(out.String(), "FAIL") {
+		t.Fatalf("err %v\n%s", err, out.String())
+	}
+}
+
+// TestRecordHistories writes real histories of each path of the transfer workflow. Run it when
+// the workflow changes, with a new version suffix, and keep the old files: they are what
+// running workflows look like.
+func TestRecordHistories(t *testing.T) {
+	if *recordHistories == "" {
+		t.Skip("go test ./cmd/payments -run TestRecordHistories -args -record-histories=vN writes workflows/testdata/histories")
+	}
+	suffix := "-" + *recordHistories + ".json"
+	ownerID, key := env.Owner(t)
+	from, to := env.Account(t, key, "USD"), env.Account(t, key, "USD")
+	env.Fund(t, from, 100)
+	if r := env.Do(t, "POST", "/v1/transfers", key, "rec-completed", transferJSON(from, to, 10)); r.Status != http.StatusCreated {
+		t.Fatal(r.Status)
+	}
+	if r := env.Do(t, "POST", "/v1/transfers", key, "rec-rejected", transferJSON(from, to, 1_000)); r.Status != http.StatusUnprocessableEntity {
+		t.Fatal(r.Status)
+	}
+	writeHistory(t, "transfer/"+ownerID+"/rec-completed", "", "completed"+suffix)
+	writeHistory(t, "transfer/"+ownerID+"/rec-rejected", "", "rejected"+suffix)
+
+	owner, failKey, keys, fFrom, fTo, fix := failTransfers(t, 1, 10, 100)
+	id := "transfer/" + owner + "/" + keys[0]
+	desc, err := env.Temporal.DescribeWorkflowExecution(context.Background(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	failedRun := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	fix()
+	if r := env.Do(t, "POST", "/v1/transfers", failKey, keys[0], transferJSON(fFrom[0], fTo[0], 10)); r.Status != http.StatusCreated {
+		t.Fatal(r.Status)
+	}
+	writeHistory(t, id, failedRun, "failed"+suffix)
+	writeHistory(t, id, "", "rerun"+suffix)
+}
+
+func writeHistory(t *testing.T, workflowID, runID, name string) {
+	t.Helper()
+	ctx := context.Background()
+	var events []*historypb.HistoryEvent
+	it := env.Temporal.GetWorkflowHistory(ctx, workflowID, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, ev)
+	}
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&historypb.History{Events: events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(historiesDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(historiesDir, name), append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,107 @@
+package transfers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/payments/payments/activities"
+	"github.com/payments/payments/workflows"
+)
+
+// Rerun is what replaying one failed transfer workflow did.
+type Rerun struct {
+	WorkflowID string
+	TransferID string
+	Outcome    string // completed, rejected, failed, skipped (a later run already finished it), error
+	Detail     string
+}
+
+// ReplayFailed finds the transfer workflows whose latest run failed (and closed after since,
+// when since is not zero) and runs each again under the same workflow ID with the same input,
+// one at a time, reporting each outcome as it is known. The ledger posts each transfer at most
+// once however often this runs.
+func (s *Service) ReplayFailed(ctx context.Context, since time.Time, report func(Rerun)) error {
+	query := "WorkflowType = 'Transfer' AND ExecutionStatus = 'Failed'"
+	if !since.IsZero() {
+		query += fmt.Sprintf(" AND CloseTime >= '%s'", since.UTC().Format(time.RFC3339))
+	}
+	seen := map[string]bool{}
+	var page []byte
+	for {
+		resp, err := s.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: page})
+		if err != nil {
+			return fmt.Errorf("listing failed transfers: %w", err)
+		}
+		for _, ex := range resp.GetExecutions() {
+			if id := ex.GetExecution().GetWorkflowId(); !seen[id] {
+				seen[id] = true
+				report(s.rerun(ctx, id))
+			}
+		}
+		if page = resp.GetNextPageToken(); len(page) == 0 {
+			return nil
+		}
+	}
+}
+
+func (s *Service) rerun(ctx context.Context, workflowID string) Rerun {
+	r := Rerun{WorkflowID: workflowID, Outcome: "error"}
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		r.Detail = err.Error()
+		return r
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if st := info.GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_FAILED {
+		r.Outcome, r.Detail = "skipped", "its latest run is "+st.String()
+		return r
+	}
+	in, err := s.startInput(ctx, workflowID, info.GetExecution().GetRunId())
+	if err != nil {
+		r.Detail = err.Error()
+		return r
+	}
+	r.TransferID = in.TransferID
+	run, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(in), workflows.Transfer, in)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) {
+		r.Outcome, r.Detail = "skipped", "another run completed it meanwhile"
+		return r
+	}
+	if err != nil {
+		r.Detail = err.Error()
+		return r
+	}
+	var out activities.TransferOutcome
+	if err := run.Get(ctx, &out); err != nil {
+		r.Outcome, r.Detail = "failed", err.Error()
+		return r
+	}
+	r.Outcome, r.Detail = out.Status, fmt.Sprintf("HTTP %d, stored for replay", out.Response.Status)
+	return r
+}
+
+// startInput reads the input a run was started with from its first history event.
+func (s *Service) startInput(ctx context.Context, workflowID, runID string) (activities.TransferInput, error) {
+	var in activities.TransferInput
+	it := s.Temporal.GetWorkflowHistory(ctx, workflowID, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return in, errors.New("empty history")
+	}
+	first, err := it.Next()
+	if err != nil {
+		return in, err
+	}
+	attrs := first.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil {
+		return in, errors.New("the history does not start with WorkflowExecutionStarted")
+	}
+	return in, converter.GetDefaultDataConverter().FromPayloads(attrs.GetInput(), &in)
+}
