@@ -5,10 +5,16 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"io"
 	"log/slog"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -60,4 +66,33 @@ func EnsureCleanupSchedule(ctx context.Context, c client.Client) error {
 		return nil
 	}
 	return err
+}
+
+// CheckSearchAttributes makes sure namespace has the search attributes transfer workflows set,
+// and says how to register the missing ones. Where the cluster does not let this client list
+// them (Temporal Cloud manages them in its own console), it says nothing.
+func CheckSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	var denied *serviceerror.PermissionDenied
+	var unimplemented *serviceerror.Unimplemented
+	if errors.As(err, &denied) || errors.As(err, &unimplemented) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("listing the search attributes of namespace %s: %w", namespace, err)
+	}
+	var missing, args []string
+	for _, name := range slices.Sorted(maps.Keys(workflows.SearchAttributeTypes)) {
+		want := workflows.SearchAttributeTypes[name]
+		if got, ok := resp.GetCustomAttributes()[name]; !ok || got != want {
+			kind := strings.TrimPrefix(want.String(), "IndexedValueType")
+			missing = append(missing, name+" ("+kind+")")
+			args = append(args, "--name "+name+" --type "+kind)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("namespace %s lacks the search attributes %s that transfer workflows set; register them with:\n  temporal operator search-attribute create --namespace %s %s",
+		namespace, strings.Join(missing, ", "), namespace, strings.Join(args, " "))
 }

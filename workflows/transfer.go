@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -26,6 +27,17 @@ var (
 	Currency       = temporal.NewSearchAttributeKeyKeyword("Currency")
 	AmountMinor    = temporal.NewSearchAttributeKeyInt64("AmountMinor")
 )
+
+// SearchAttributeTypes are the custom search attributes transfer workflows carry, which the
+// namespace must have registered: `make run` registers them on the dev server, and a worker
+// refuses to start without them.
+var SearchAttributeTypes = map[string]enums.IndexedValueType{
+	TransferStatus.GetName(): enums.INDEXED_VALUE_TYPE_KEYWORD,
+	FromAccount.GetName():    enums.INDEXED_VALUE_TYPE_KEYWORD,
+	ToAccount.GetName():      enums.INDEXED_VALUE_TYPE_KEYWORD,
+	Currency.GetName():       enums.INDEXED_VALUE_TYPE_KEYWORD,
+	AmountMinor.GetName():    enums.INDEXED_VALUE_TYPE_INT,
+}
 
 // SearchAttributes are the attributes a transfer starts with.
 func SearchAttributes(in activities.TransferInput) temporal.SearchAttributes {

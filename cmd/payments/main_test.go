@@ -9,12 +9,17 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/money"
 	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/worker"
 )
 
 var env *testenv.Env
@@ -107,5 +112,31 @@ func TestReconcileCommand(t *testing.T) {
 	err = dispatch(ctx, []string{"reconcile"}, &out)
 	if !errors.Is(err, errExitOne) || !strings.Contains(out.String(), "BROKEN  3.") || !strings.Contains(out.String(), "GBP: balances sum to 7") {
 		t.Fatalf("broken ledger: %v\n%s", err, out.String())
+	}
+}
+
+// A worker refuses to start against a namespace without the transfer search attributes, and
+// says what to run.
+func TestWorkerChecksSearchAttributes(t *testing.T) {
+	ctx := context.Background()
+	_, err := env.Temporal.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace: "bare", WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, "the new namespace to be usable", func() bool {
+		_, err := env.Temporal.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: "bare"})
+		return err == nil
+	})
+	t.Setenv("DATABASE_URL", env.URL)
+	t.Setenv("TEMPORAL_ADDRESS", env.Dev.FrontendHostPort())
+	t.Setenv("TEMPORAL_NAMESPACE", "bare")
+	err = dispatch(ctx, []string{"worker"}, io.Discard)
+	want := "temporal operator search-attribute create --namespace bare --name AmountMinor --type Int --name Currency --type Keyword"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err %v, want the command to run (%s …)", err, want)
+	}
+	if err := worker.CheckSearchAttributes(ctx, env.Temporal, "default"); err != nil {
+		t.Fatalf("the test namespace has them: %v", err)
 	}
 }

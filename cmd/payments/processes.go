@@ -123,6 +123,9 @@ func runServe(ctx context.Context, args []string, _ io.Writer) error {
 }
 
 func (d *deps) runWorker(ctx context.Context) error {
+	if err := worker.CheckSearchAttributes(ctx, d.temporal, d.cfg.Temporal.Namespace); err != nil {
+		return err
+	}
 	w := worker.New(d.temporal, &activities.Activities{Ledger: &ledger.Ledger{DB: d.db}})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("worker: %w", err)

@@ -13,6 +13,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+
+	"github.com/payments/payments/workflows"
 )
 
 // TunedArgs are the dynamic-config values the dev server runs with. The dev server has one
@@ -24,15 +26,6 @@ var TunedArgs = []string{
 	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
 	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
 	"--dynamic-config-value", "system.enableEagerWorkflowStart=true",
-}
-
-// SearchAttributes are the custom search attributes transfer workflows carry.
-var SearchAttributes = map[string]enums.IndexedValueType{
-	"TransferStatus": enums.INDEXED_VALUE_TYPE_KEYWORD,
-	"FromAccount":    enums.INDEXED_VALUE_TYPE_KEYWORD,
-	"ToAccount":      enums.INDEXED_VALUE_TYPE_KEYWORD,
-	"Currency":       enums.INDEXED_VALUE_TYPE_KEYWORD,
-	"AmountMinor":    enums.INDEXED_VALUE_TYPE_INT,
 }
 
 // Options say where the server listens and keeps its state.
@@ -55,7 +48,7 @@ func Start(ctx context.Context, o Options) (*testsuite.DevServer, error) {
 		}
 	}
 	var attrs []temporal.SearchAttributeUpdate
-	for name, t := range SearchAttributes {
+	for name, t := range workflows.SearchAttributeTypes {
 		attrs = append(attrs, keyFor(name, t))
 	}
 	return testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
