@@ -7,6 +7,7 @@ import (
 	"errors"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/payments/payments/internal/idempotency"
@@ -66,8 +67,11 @@ func (a *Activities) PostTransfer(ctx context.Context, in TransferInput) (Transf
 		return TransferOutcome{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidPosting, err)
 	}
 	if err != nil {
+		activity.GetLogger(ctx).Warn("posting failed; retrying", "transfer_id", in.TransferID, "workflow_id", in.WorkflowID, "err", err)
 		return TransferOutcome{}, err
 	}
+	// The same keys as the API's request log, so one transfer can be followed across processes.
+	activity.GetLogger(ctx).Info("transfer posted", "transfer_id", in.TransferID, "workflow_id", in.WorkflowID, "status", t.Status)
 	return TransferOutcome{Status: t.Status, Response: resp}, nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"os/exec"
@@ -80,5 +81,30 @@ func TestAPIKilledBetweenStartAndAnswer(t *testing.T) {
 	}
 	if runs := env.Executions(t, workflowID); len(runs) != 1 {
 		t.Fatalf("%d executions, want 1", len(runs))
+	}
+}
+
+// `payments worker` serves Prometheus metrics, its own and the Temporal SDK's.
+func TestWorkerServesSDKMetrics(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	env.Process(t, testenv.BuildPayments(t), "", []string{"worker"}, "PAYMENTS_METRICS_ADDR="+addr)
+	var body string
+	testenv.WaitFor(t, "the worker's /metrics to show the SDK's polls", func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return strings.Contains(body, "temporal_worker_start") && strings.Contains(body, "temporal_long_request")
+	})
+	if !strings.Contains(body, "payments_ledger_transaction_retries_total") {
+		t.Fatalf("the worker's own metrics are missing:\n%s", body)
 	}
 }

@@ -11,7 +11,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/uber-go/tally/v4"
+	tallyprom "github.com/uber-go/tally/v4/prometheus"
 	"go.temporal.io/sdk/client"
+	sdktally "go.temporal.io/sdk/contrib/tally"
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/payments/payments/activities"
@@ -47,6 +52,7 @@ func open(ctx context.Context, lazyTemporal bool) (*deps, error) {
 		return nil, usagef("%v", err)
 	}
 	opts.Logger = tlog.NewStructuredLogger(log.With("component", "temporal"))
+	opts.MetricsHandler = sdkMetrics()
 	var c client.Client
 	if lazyTemporal {
 		// The API starts without Temporal and answers 503 until it is reachable.
@@ -60,6 +66,18 @@ func open(ctx context.Context, lazyTemporal bool) (*deps, error) {
 			cfg.Temporal.Address, cfg.Temporal.Namespace, err)
 	}
 	return &deps{cfg: cfg, log: log, db: db, temporal: c}, nil
+}
+
+// sdkMetrics reports the Temporal SDK's own metrics (polls, task latencies, activity and
+// workflow outcomes, all prefixed temporal_) in the process's Prometheus registry, next to ours.
+func sdkMetrics() client.MetricsHandler {
+	reporter := tallyprom.NewReporter(tallyprom.Options{Registerer: prometheus.DefaultRegisterer})
+	scope, _ := tally.NewRootScope(tally.ScopeOptions{
+		CachedReporter:  reporter,
+		Separator:       tallyprom.DefaultSeparator,
+		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
+	}, time.Second)
+	return sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope))
 }
 
 func (d *deps) close() {
@@ -95,6 +113,7 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer d.close()
+	d.serveMetrics(ctx)
 	return d.runWorker(ctx)
 }
 
@@ -138,6 +157,22 @@ func (d *deps) runWorker(ctx context.Context) error {
 	<-ctx.Done()
 	w.Stop()
 	return nil
+}
+
+// serveMetrics serves /metrics (ours and the SDK's) and /healthz for a process without the
+// HTTP API, until ctx ends.
+func (d *deps) serveMetrics(ctx context.Context) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"status":"ok"}`)) })
+	hs := &http.Server{Addr: d.cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("metrics listener", "addr", d.cfg.MetricsAddr, "err", err)
+		}
+	}()
+	d.log.Info("metrics listening", "addr", d.cfg.MetricsAddr)
+	go func() { <-ctx.Done(); _ = hs.Close() }()
 }
 
 func (d *deps) serveHTTP(ctx context.Context, eager bool) error {

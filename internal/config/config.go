@@ -11,6 +11,7 @@ import (
 type Config struct {
 	DatabaseURL    string
 	HTTPAddr       string
+	MetricsAddr    string        // where `payments worker` serves /metrics
 	SyncWait       time.Duration // how long POST /v1/transfers waits for the result before 202
 	IdempotencyTTL time.Duration // how long a stored response is replayed
 	RetryFor       time.Duration // how long a transfer retries technical failures before it fails
@@ -33,6 +34,7 @@ func FromEnv() (Config, error) {
 	c := Config{
 		DatabaseURL: env("DATABASE_URL", "postgres://postgres@localhost:5432/payments?sslmode=disable"),
 		HTTPAddr:    env("PAYMENTS_HTTP_ADDR", ":8080"),
+		MetricsAddr: env("PAYMENTS_METRICS_ADDR", ":9090"),
 		Temporal: Temporal{
 			Address:   env("TEMPORAL_ADDRESS", "localhost:7233"),
 			Namespace: env("TEMPORAL_NAMESPACE", "default"),
