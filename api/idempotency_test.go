@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/payments/payments/internal/idempotency"
@@ -499,5 +501,44 @@ func TestAccountKeyContract(t *testing.T) {
 	list := env.Do(t, "GET", "/v1/accounts", key, "", "").JSON(t)["data"].([]any)
 	if len(list) != 2 || list[0].(map[string]any)["id"] != answers[0].JSON(t)["id"] {
 		t.Fatalf("accounts %v, want the EUR one and the GBP one", list)
+	}
+}
+
+// The UI queries the README shows an operator find transfers through Temporal's visibility API,
+// with their status kept current.
+func TestOperatorQueriesFindTransfers(t *testing.T) {
+	ownerID, key, from, to := fundedPair(t, 100)
+	impatient := env.With(t, testenv.Options{RetryFor: time.Second})
+	if r := env.Do(t, "POST", "/v1/transfers", key, "q-ok", transferBody(from, to, 40)); r.Status != http.StatusCreated {
+		t.Fatalf("completed: %d", r.Status)
+	}
+	if r := env.Do(t, "POST", "/v1/transfers", key, "q-poor", transferBody(from, to, 1_000)); r.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("rejected: %d", r.Status)
+	}
+	release := env.Hold(t, from)
+	if r := impatient.Do(t, "POST", "/v1/transfers", key, "q-fail", transferBody(from, to, 10)); r.Status != http.StatusInternalServerError {
+		t.Fatalf("failed: %d", r.Status)
+	}
+	release()
+	wf := func(k string) string { return "transfer/" + ownerID + "/" + k }
+	for query, want := range map[string][]string{
+		fmt.Sprintf(`TransferStatus = "failed" AND FromAccount = "%s"`, from):                         {wf("q-fail")},
+		fmt.Sprintf(`TransferStatus = "completed" AND ToAccount = "%s"`, to):                          {wf("q-ok")},
+		fmt.Sprintf(`TransferStatus = "rejected" AND AmountMinor > 999 AND FromAccount = "%s"`, from): {wf("q-poor")},
+		fmt.Sprintf(`FromAccount = "%s" OR ToAccount = "%s"`, to, to):                                 {wf("q-fail"), wf("q-ok"), wf("q-poor")},
+	} {
+		var got []string
+		testenv.WaitFor(t, "visibility to answer "+query, func() bool {
+			resp, err := env.Temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+			if err != nil {
+				t.Fatalf("%s: %v", query, err)
+			}
+			got = nil
+			for _, ex := range resp.GetExecutions() {
+				got = append(got, ex.GetExecution().GetWorkflowId())
+			}
+			slices.Sort(got)
+			return slices.Equal(got, want)
+		})
 	}
 }
