@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -70,7 +71,8 @@ func open(ctx context.Context, lazyTemporal bool) (*deps, error) {
 
 // sdkMetrics reports the Temporal SDK's own metrics (polls, task latencies, activity and
 // workflow outcomes, all prefixed temporal_) in the process's Prometheus registry, next to ours.
-func sdkMetrics() client.MetricsHandler {
+// One handler per process: the registry takes each metric once.
+var sdkMetrics = sync.OnceValue(func() client.MetricsHandler {
 	reporter := tallyprom.NewReporter(tallyprom.Options{Registerer: prometheus.DefaultRegisterer})
 	scope, _ := tally.NewRootScope(tally.ScopeOptions{
 		CachedReporter:  reporter,
@@ -78,7 +80,7 @@ func sdkMetrics() client.MetricsHandler {
 		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
 	}, time.Second)
 	return sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope))
-}
+})
 
 func (d *deps) close() {
 	d.temporal.Close()
@@ -113,8 +115,7 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer d.close()
-	d.serveMetrics(ctx)
-	return d.runWorker(ctx)
+	return d.runWorker(ctx, true)
 }
 
 // runServe runs API and worker on one Temporal client, which lets the API start workflows
@@ -131,7 +132,7 @@ func runServe(ctx context.Context, args []string, _ io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, 2)
-	go func() { errs <- d.runWorker(ctx) }()
+	go func() { errs <- d.runWorker(ctx, false) }()
 	go func() { errs <- d.serveHTTP(ctx, true) }()
 	err = <-errs
 	cancel()
@@ -141,9 +142,14 @@ func runServe(ctx context.Context, args []string, _ io.Writer) error {
 	return err
 }
 
-func (d *deps) runWorker(ctx context.Context) error {
+// runWorker runs the worker until ctx ends, serving /metrics on its own port when asked (a
+// process without the HTTP API).
+func (d *deps) runWorker(ctx context.Context, metrics bool) error {
 	if err := worker.CheckSearchAttributes(ctx, d.temporal, d.cfg.Temporal.Namespace); err != nil {
 		return err
+	}
+	if metrics {
+		d.serveMetrics(ctx)
 	}
 	w := worker.New(d.temporal, &activities.Activities{Ledger: &ledger.Ledger{DB: d.db}})
 	if err := w.Start(); err != nil {
