@@ -3,7 +3,7 @@ TEMPORAL_VERSION := v1.5.1
 GO ?= go
 export PATH := $(CURDIR)/bin:$(PATH)
 
-.PHONY: run test test-unit test-faults build lint fuzz compose-check clean
+.PHONY: run test test-unit test-faults bench build lint fuzz compose-check clean
 
 run: bin/temporal
 	@$(GO) run ./cmd/devstack
@@ -42,6 +42,13 @@ compose-check:
 	@if command -v docker-compose >/dev/null 2>&1; then \
 		echo "==> docker-compose config"; docker-compose -f docker-compose.yml config -q; \
 	else echo "==> docker-compose not installed: skipping the compose file check"; fi
+
+# What a transfer costs, against the stack `make run` is running (start it first, in another
+# terminal). BENCH_FLAGS passes more, e.g. BENCH_FLAGS="--clients 32 --duration 5m".
+bench: bin/payments
+	@pgrep -f 'payments serve' >/dev/null || { echo "make bench: start 'make run' first (in another terminal)"; exit 1; }
+	@mkdir -p .data
+	bin/payments bench --json .data/bench.json --watch-pid "$$(pgrep -d, -xf 'bin/payments serve')" $(BENCH_FLAGS)
 
 # A longer fuzzing session than the seed corpus `make test` runs.
 fuzz:

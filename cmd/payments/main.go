@@ -34,6 +34,7 @@ var commands = []command{
 	{"accounts", "accounts create --owner NAME --currency CUR [--name TEXT]: open an account", runAccounts},
 	{"deposit", "deposit --account ID --amount-minor N [--idempotency-key K]: fund an account", runDeposit},
 	{"reconcile", "check every ledger invariant; exit 1 when any is broken", runReconcile},
+	{"bench", "bench [--api URL] [--clients N] [--duration D] [--json FILE]: measure what a transfer costs", runBench},
 	{"replay", "replay failed [--since D]: run failed transfers again; replay history FILE.json: check determinism", runReplay},
 }
 

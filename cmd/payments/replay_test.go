@@ -202,3 +202,30 @@ func writeHistory(t *testing.T, workflowID, runID, name string) {
 		t.Fatal(err)
 	}
 }
+
+// `payments bench` runs every scenario against a running API, prints the table and the targets,
+// and leaves a ledger that reconciles. (A smoke test: the numbers are for docs/benchmarks.md.)
+func TestBenchCommand(t *testing.T) {
+	t.Setenv("DATABASE_URL", env.URL)
+	t.Setenv("TEMPORAL_ADDRESS", env.Dev.FrontendHostPort())
+	out := filepath.Join(t.TempDir(), "bench.json")
+	var b bytes.Buffer
+	err := dispatch(context.Background(), []string{"bench", "--api", env.Server.URL, "--clients", "2",
+		"--duration", "300ms", "--sequential", "200ms", "--json", out, "--watch-pid", fmt.Sprint(os.Getpid())}, &b)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	for _, want := range []string{"| new, spread | 2 |", "| replay | 1 |", "| baseline: tutorial | 2 |", "History events per workflow:",
+		"sequential new p50 / floor", "Peak RSS of pid"} {
+		if !strings.Contains(b.String(), want) {
+			t.Fatalf("no %q in\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "first error") {
+		t.Fatalf("errors during the run:\n%s", b.String())
+	}
+	if _, err := os.Stat(out); err != nil {
+		t.Fatal(err)
+	}
+	env.Reconcile(t)
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/payments/payments/bench"
+)
+
+// runBench drives the running API (and baselines on the same PostgreSQL and Temporal) and
+// prints what a transfer costs (docs/benchmarks.md).
+func runBench(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("bench")
+	api := fs.String("api", "http://localhost:8080", "base URL of the running API")
+	clients := fs.Int("clients", 16, "concurrent clients in the load phases")
+	duration := fs.Duration("duration", 10*time.Second, "length of each load phase")
+	sequential := fs.Duration("sequential", 5*time.Second, "length of each one-client phase")
+	out := fs.String("json", "", "also write the results to this file, for comparison between runs")
+	watch := fs.String("watch-pid", "", "comma-separated pids whose peak resident memory to report (e.g. the API and the worker)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *clients < 1 || *duration <= 0 || *sequential <= 0 {
+		return usagef("bench: --clients must be at least 1 and the durations positive")
+	}
+	var pids []int
+	for _, f := range strings.FieldsFunc(*watch, func(r rune) bool { return r == ',' || r == ' ' }) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return usagef("bench: --watch-pid: %q is not a pid", f)
+		}
+		pids = append(pids, pid)
+	}
+	d, err := open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	peaks := bench.WatchRSS(watchCtx, pids)
+
+	res, err := bench.Run(ctx, bench.Config{Clients: *clients, Duration: *duration, Sequential: *sequential, Progress: stdout},
+		bench.Target{API: strings.TrimSuffix(*api, "/"), DB: d.db, Temporal: d.temporal})
+	if err != nil {
+		return err
+	}
+	if len(pids) > 0 {
+		res.PeakRSSMiB = peaks()
+	}
+	res.Print(stdout)
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := res.JSON(f); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "results written to %s\n", *out)
+	}
+	return nil
+}
