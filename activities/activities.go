@@ -58,6 +58,7 @@ const ErrTypeInvalidPosting = "InvalidPosting"
 // Activities holds the dependencies of the activities.
 type Activities struct {
 	Ledger *ledger.Ledger
+	Posted *Posted // tells an API in this process of each posting; nil when there is none
 }
 
 // PostTransfer posts the transfer and stores its response, once, however often it is called.
@@ -72,7 +73,9 @@ func (a *Activities) PostTransfer(ctx context.Context, in TransferInput) (Transf
 	}
 	// The same keys as the API's request log, so one transfer can be followed across processes.
 	activity.GetLogger(ctx).Info("transfer posted", "transfer_id", in.TransferID, "workflow_id", in.WorkflowID, "status", t.Status)
-	return TransferOutcome{Status: t.Status, Response: resp}, nil
+	out := TransferOutcome{Status: t.Status, Response: resp}
+	a.Posted.publish(in.TransferID, out)
+	return out, nil
 }
 
 // MarkTransferFailed records that the workflow gave up on the transfer, so that reading it shows

@@ -93,11 +93,7 @@ func TestTransferMovesMoneyOnceAndDuplicateReplays(t *testing.T) {
 	}
 
 	// The workflow is there in Temporal, completed, under the documented ID.
-	desc, err := env.Temporal.DescribeWorkflowExecution(context.Background(), wantWorkflow, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+	if st := env.Settled(t, wantWorkflow); st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		t.Fatalf("workflow status %v", st)
 	}
 
@@ -134,9 +130,8 @@ func TestInsufficientFundsIsAStoredRejection(t *testing.T) {
 		t.Fatalf("a rejected transfer has %d entries", n)
 	}
 	// The workflow completed (a business outcome), it did not fail.
-	desc, err := env.Temporal.DescribeWorkflowExecution(context.Background(), tr["workflow_id"].(string), "")
-	if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-		t.Fatalf("workflow: %v %v", desc.GetWorkflowExecutionInfo().GetStatus(), err)
+	if st := env.Settled(t, tr["workflow_id"].(string)); st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("workflow status %v", st)
 	}
 }
 

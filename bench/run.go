@@ -250,6 +250,7 @@ func (r *run) tutorial(phase string) op {
 
 // events counts the history events of a workflow: what the server persists per transfer.
 func (r *run) events(ctx context.Context, workflowID string) int {
+	_ = r.t.Temporal.GetWorkflow(ctx, workflowID, "").Get(ctx, nil) // the API may answer before it closes
 	it := r.t.Temporal.GetWorkflowHistory(ctx, workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	n := 0
 	for it.HasNext() {

@@ -35,6 +35,8 @@ type Service struct {
 	// Eager starts the workflow's first task in this process when a worker runs here: the
 	// transfer then costs no task dispatch through the server before its posting.
 	Eager bool
+	// Posted, shared with the worker in this process, answers as soon as the posting commits.
+	Posted *activities.Posted
 }
 
 // Request is a transfer whose accounts and currency the caller has already checked.
@@ -81,6 +83,12 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 		return answer, nil
 	}
 
+	var posted <-chan activities.TransferOutcome
+	if s.Posted != nil { // before the start: an eager start may post before ExecuteWorkflow returns
+		var stop func()
+		posted, stop = s.Posted.Wait(in.TransferID)
+		defer stop()
+	}
 	run, err := s.Temporal.ExecuteWorkflow(startCtx, s.startOptions(in), workflows.Transfer, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
@@ -94,8 +102,7 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 
 	waitCtx, cancelWait := context.WithTimeout(ctx, s.SyncWait)
 	defer cancelWait()
-	var out activities.TransferOutcome
-	err = run.Get(waitCtx, &out)
+	out, err := wait(waitCtx, run, posted)
 	// The server may report the deadline a moment before waitCtx itself expires.
 	var deadline *serviceerror.DeadlineExceeded
 	timedOut := waitCtx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline)
@@ -119,6 +126,27 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 		return answer, p
 	default:
 		return answer, problem.Unavailable("lost contact with Temporal while waiting; retry with the same Idempotency-Key")
+	}
+}
+
+// wait returns the workflow's result, or the posting's outcome if this process hears of it
+// first.
+func wait(ctx context.Context, run client.WorkflowRun, posted <-chan activities.TransferOutcome) (activities.TransferOutcome, error) {
+	type result struct {
+		out activities.TransferOutcome
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = run.Get(ctx, &r.out)
+		done <- r
+	}()
+	select {
+	case out := <-posted:
+		return out, nil
+	case r := <-done:
+		return r.out, r.err
 	}
 }
 

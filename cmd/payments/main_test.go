@@ -78,9 +78,8 @@ func TestDepositRunsThroughTheTransferWorkflowOnce(t *testing.T) {
 	if n := env.Count(t, `SELECT count(*) FROM entries WHERE account_id = $1`, acc); n != 1 {
 		t.Fatalf("%d entries, want 1", n)
 	}
-	desc, err := env.Temporal.DescribeWorkflowExecution(context.Background(), "deposit/"+ownerID+"/seed-1", "")
-	if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-		t.Fatalf("deposit workflow: %v", err)
+	if st := env.Settled(t, "deposit/"+ownerID+"/seed-1"); st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("deposit workflow: %v", st)
 	}
 	if _, err := deposit(context.Background(), env.Transfers, money.FundingAccountID("EUR"), 1, "x"); err == nil {
 		t.Fatal("depositing into a funding account must be refused")

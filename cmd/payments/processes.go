@@ -35,6 +35,7 @@ type deps struct {
 	log      *slog.Logger
 	db       *pgxpool.Pool
 	temporal client.Client
+	posted   *activities.Posted // shared by the API and the worker of `serve`
 }
 
 func open(ctx context.Context, lazyTemporal bool) (*deps, error) {
@@ -90,7 +91,7 @@ func (d *deps) close() {
 func (d *deps) transfers(eager bool) *transfers.Service {
 	return &transfers.Service{
 		Ledger: &ledger.Ledger{DB: d.db}, Temporal: d.temporal,
-		SyncWait: d.cfg.SyncWait, TTL: d.cfg.IdempotencyTTL, RetryFor: d.cfg.RetryFor, Eager: eager,
+		SyncWait: d.cfg.SyncWait, TTL: d.cfg.IdempotencyTTL, RetryFor: d.cfg.RetryFor, Eager: eager, Posted: d.posted,
 	}
 }
 
@@ -129,6 +130,7 @@ func runServe(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer d.close()
+	d.posted = activities.NewPosted()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, 2)
@@ -151,7 +153,7 @@ func (d *deps) runWorker(ctx context.Context, metrics bool) error {
 	if metrics {
 		d.serveMetrics(ctx)
 	}
-	w := worker.New(d.temporal, &activities.Activities{Ledger: &ledger.Ledger{DB: d.db}})
+	w := worker.New(d.temporal, &activities.Activities{Ledger: &ledger.Ledger{DB: d.db}, Posted: d.posted})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

@@ -182,6 +182,7 @@ func TestRecordHistories(t *testing.T) {
 func writeHistory(t *testing.T, workflowID, runID, name string) {
 	t.Helper()
 	ctx := context.Background()
+	env.Settled(t, workflowID)
 	var events []*historypb.HistoryEvent
 	it := env.Temporal.GetWorkflowHistory(ctx, workflowID, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {

@@ -103,6 +103,7 @@ type Env struct {
 	minTTL    *time.Duration   // the shortest idempotency TTL any of the Env's APIs used
 
 	devOptions devserver.Options
+	posted     *activities.Posted // shared by the worker and the APIs on the Env's own client
 }
 
 // Options change an Env from its defaults.
@@ -142,7 +143,8 @@ func Start(ctx context.Context, name string, o Options) (*Env, error) {
 	}
 	e.Ledger = &ledger.Ledger{DB: e.DB}
 	if !o.NoWorker {
-		e.Worker = worker.New(e.Temporal, &activities.Activities{Ledger: e.Ledger})
+		e.posted = activities.NewPosted()
+		e.Worker = worker.New(e.Temporal, &activities.Activities{Ledger: e.Ledger, Posted: e.posted})
 		if err := e.Worker.Start(); err != nil {
 			return nil, err
 		}
@@ -212,7 +214,11 @@ func (e *Env) serve(o Options) {
 	if o.Temporal != nil {
 		temporal = o.Temporal
 	}
-	e.Transfers = &transfers.Service{Ledger: &ledger.Ledger{DB: db}, Temporal: temporal, Eager: o.Temporal == nil,
+	var posted *activities.Posted
+	if o.Temporal == nil {
+		posted = e.posted
+	}
+	e.Transfers = &transfers.Service{Ledger: &ledger.Ledger{DB: db}, Temporal: temporal, Eager: o.Temporal == nil, Posted: posted,
 		SyncWait: or(o.SyncWait, 10*time.Second), TTL: or(o.TTL, 24*time.Hour), RetryFor: or(o.RetryFor, 2*time.Minute)}
 	if *e.minTTL == 0 || e.Transfers.TTL < *e.minTTL {
 		*e.minTTL = e.Transfers.TTL
@@ -533,4 +539,18 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Settled waits for the latest run of workflow id to close and returns how it closed. An API
+// in the worker's process answers when the posting commits, a moment before Temporal records
+// the workflow's completion.
+func (e *Env) Settled(t testing.TB, id string) enums.WorkflowExecutionStatus {
+	t.Helper()
+	ctx := context.Background()
+	_ = e.Temporal.GetWorkflow(ctx, id, "").Get(ctx, nil) // a failed run is an error here; its status says so
+	desc, err := e.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return desc.GetWorkflowExecutionInfo().GetStatus()
 }
