@@ -19,7 +19,8 @@ import (
 type Config struct {
 	Clients    int           // concurrent clients in the load phases
 	Duration   time.Duration // of each load phase
-	Sequential time.Duration // of each one-client phase
+	Sequential time.Duration // of each one-client phase; 0 skips them
+	Only       []string      // scenario ids to run (spread, hot, replay, posting, empty, tutorial); empty runs all
 	Progress   io.Writer     // where the live progress line goes
 }
 

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,24 +76,28 @@ func Run(ctx context.Context, cfg Config, t Target) (Results, error) {
 	}
 	res := Results{Time: time.Now().UTC(), Machine: fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()),
 		HistoryEvents: map[string]int{}}
-	fmt.Fprintf(cfg.Progress, "==> One client, %s each\n", cfg.Sequential)
-	for _, s := range r.scenarios(true) {
-		res.Phases = append(res.Phases, measure(ctx, cfg, s.name, 1, cfg.Sequential, s.op))
+	if cfg.Sequential > 0 {
+		fmt.Fprintf(cfg.Progress, "==> One client, %s each\n", cfg.Sequential)
+		for _, s := range r.scenarios(true) {
+			res.Phases = append(res.Phases, measure(ctx, cfg, s.name, 1, cfg.Sequential, s.op))
+		}
 	}
 	fmt.Fprintf(cfg.Progress, "==> %d clients, %s each\n", cfg.Clients, cfg.Duration)
 	for _, s := range r.scenarios(false) {
 		res.Phases = append(res.Phases, measure(ctx, cfg, s.name, cfg.Clients, cfg.Duration, s.op))
 	}
 	res.HistoryEvents["transfer"] = r.events(ctx, "transfer/"+r.ownerID+"/"+r.replayKey[0])
-	res.HistoryEvents["tutorial"] = r.events(ctx, "bench-tutorial-"+r.id+"-1-0-0")
-	res.HistoryEvents["empty (eager)"] = r.events(ctx, "bench-empty-"+r.id+"-1-0-0")
+	if len(cfg.Only) == 0 {
+		res.HistoryEvents["tutorial"] = r.events(ctx, "bench-tutorial-"+r.id+"-1-0-0")
+		res.HistoryEvents["empty (eager)"] = r.events(ctx, "bench-empty-"+r.id+"-1-0-0")
+	}
 	res.Targets = checks(res.Phases)
 	return res, ctx.Err()
 }
 
 type scenario struct {
-	name string
-	op   op
+	id, name string
+	op       op
 }
 
 // Scenario names, as the table prints them.
@@ -108,20 +113,23 @@ const (
 func (r *run) scenarios(sequential bool) []scenario {
 	phase := map[bool]string{true: "1", false: "n"}[sequential]
 	all := []scenario{
-		{NewSpread, r.transfer(phase+"s", func(rng *rand.Rand) (string, string) {
+		{"spread", NewSpread, r.transfer(phase+"s", func(rng *rand.Rand) (string, string) {
 			a, b := pick(rng, len(r.spread))
 			return r.spread[a], r.spread[b]
 		})},
-		{NewHot, r.transfer(phase+"h", func(rng *rand.Rand) (string, string) { return r.hot, r.spread[rng.IntN(len(r.spread))] })},
-		{Replay, r.replay},
-		{LedgerOne, r.postingOnly(phase)},
-		{Empty, r.emptyWorkflow(phase)},
-		{Tutorial, r.tutorial(phase)},
+		{"hot", NewHot, r.transfer(phase+"h", func(rng *rand.Rand) (string, string) { return r.hot, r.spread[rng.IntN(len(r.spread))] })},
+		{"replay", Replay, r.replay},
+		{"posting", LedgerOne, r.postingOnly(phase)},
+		{"empty", Empty, r.emptyWorkflow(phase)},
+		{"tutorial", Tutorial, r.tutorial(phase)},
 	}
-	if sequential { // the hot account needs concurrency to mean anything
-		return append(all[:1:1], all[2:]...)
+	var chosen []scenario
+	for _, s := range all {
+		if (len(r.cfg.Only) == 0 || slices.Contains(r.cfg.Only, s.id)) && !(sequential && s.id == "hot") {
+			chosen = append(chosen, s) // the hot account needs concurrency to mean anything
+		}
 	}
-	return all
+	return chosen
 }
 
 func (r *run) setup(ctx context.Context) error {

@@ -19,14 +19,15 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	api := fs.String("api", "http://localhost:8080", "base URL of the running API")
 	clients := fs.Int("clients", 16, "concurrent clients in the load phases")
 	duration := fs.Duration("duration", 10*time.Second, "length of each load phase")
-	sequential := fs.Duration("sequential", 5*time.Second, "length of each one-client phase")
+	sequential := fs.Duration("sequential", 5*time.Second, "length of each one-client phase (0 skips them)")
+	only := fs.String("only", "", "run only these scenarios, comma-separated: spread, hot, replay, posting, empty, tutorial")
 	out := fs.String("json", "", "also write the results to this file, for comparison between runs")
 	watch := fs.String("watch-pid", "", "comma-separated pids whose peak resident memory to report (e.g. the API and the worker)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *clients < 1 || *duration <= 0 || *sequential <= 0 {
-		return usagef("bench: --clients must be at least 1 and the durations positive")
+	if *clients < 1 || *duration <= 0 || *sequential < 0 {
+		return usagef("bench: --clients must be at least 1, --duration positive")
 	}
 	var pids []int
 	for _, f := range strings.FieldsFunc(*watch, func(r rune) bool { return r == ',' || r == ' ' }) {
@@ -45,7 +46,8 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	defer stopWatch()
 	peaks := bench.WatchRSS(watchCtx, pids)
 
-	res, err := bench.Run(ctx, bench.Config{Clients: *clients, Duration: *duration, Sequential: *sequential, Progress: stdout},
+	res, err := bench.Run(ctx, bench.Config{Clients: *clients, Duration: *duration, Sequential: *sequential,
+		Only: strings.FieldsFunc(*only, func(r rune) bool { return r == ',' || r == ' ' }), Progress: stdout},
 		bench.Target{API: strings.TrimSuffix(*api, "/"), DB: d.db, Temporal: d.temporal})
 	if err != nil {
 		return err
