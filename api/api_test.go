@@ -31,12 +31,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "test environment:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	if err := env.CheckLedger(); err != nil && code == 0 {
-		fmt.Fprintln(os.Stderr, "the tests left a ledger that does not reconcile:\n"+err.Error())
-		code = 1
-	}
-	env.Close()
+	code := testenv.Run(m, env)
 	if err := checker.report(); err != nil && code == 0 {
 		fmt.Fprintln(os.Stderr, err)
 		code = 1

@@ -110,12 +110,10 @@ func TestHotAccountDrainsToExactlyZero(t *testing.T) {
 func TestRandomTransfersAmongFiftyAccounts(t *testing.T) {
 	_, key := env.Owner(t)
 	const accounts, start = 50, 1_000
-	ids := make([]string, accounts)
+	ids := env.FundedAccounts(t, key, accounts, start)
 	want := map[string]int64{}
-	for i := range ids {
-		ids[i] = env.Account(t, key, "USD")
-		env.Fund(t, ids[i], start)
-		want[ids[i]] = start
+	for _, id := range ids {
+		want[id] = start
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var ts []transfer

@@ -118,12 +118,10 @@ func TestPostgresUnreachableDuringLoad(t *testing.T) {
 	env := testenv.New(t, "payments_test_faults_pg", testenv.Options{DatabaseHost: toPostgres.Addr()})
 	const accounts, funded, count, clients = 10, 10_000, 400, 16
 	_, key := env.Owner(t)
-	ids := make([]string, accounts)
+	ids := env.FundedAccounts(t, key, accounts, funded)
 	want := map[string]int64{}
-	for i := range ids {
-		ids[i] = env.Account(t, key, "USD")
-		env.Fund(t, ids[i], funded)
-		want[ids[i]] = funded
+	for _, id := range ids {
+		want[id] = funded
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	type transfer struct {

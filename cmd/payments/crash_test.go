@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -14,15 +13,10 @@ import (
 
 // startAPI runs `payments api` against the test database and Temporal and returns its base URL
 // once it is ready.
-func startAPI(t *testing.T, bin string) (*exec.Cmd, string) {
+func startAPI(t *testing.T, e *testenv.Env, bin string) (*exec.Cmd, string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := env.Process(t, bin, "", []string{"api"}, "PAYMENTS_HTTP_ADDR="+addr)
+	addr := testenv.FreeAddr()
+	cmd := e.Process(t, bin, "", []string{"api"}, "PAYMENTS_HTTP_ADDR="+addr)
 	base := "http://" + addr
 	testenv.WaitFor(t, "payments api to be ready", func() bool {
 		resp, err := http.Get(base + "/readyz")
@@ -38,7 +32,7 @@ func startAPI(t *testing.T, bin string) (*exec.Cmd, string) {
 // The API process dies (SIGKILL) after starting the transfer's workflow and before answering;
 // the retry, sent to another API process, gets the one result and the money moves once.
 func TestAPIKilledBetweenStartAndAnswer(t *testing.T) {
-	api, base := startAPI(t, testenv.BuildPayments(t))
+	api, base := startAPI(t, env, testenv.BuildPayments(t))
 	ownerID, key := env.Owner(t)
 	from, to := env.Account(t, key, "USD"), env.Account(t, key, "USD")
 	env.Fund(t, from, 1_000)
@@ -86,12 +80,7 @@ func TestAPIKilledBetweenStartAndAnswer(t *testing.T) {
 
 // `payments worker` serves Prometheus metrics, its own and the Temporal SDK's.
 func TestWorkerServesSDKMetrics(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testenv.FreeAddr()
 	env.Process(t, testenv.BuildPayments(t), "", []string{"worker"}, "PAYMENTS_METRICS_ADDR="+addr)
 	var body string
 	testenv.WaitFor(t, "the worker's /metrics to show the SDK's polls", func() bool {

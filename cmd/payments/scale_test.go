@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,44 +14,23 @@ import (
 	"github.com/payments/payments/internal/testenv"
 )
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // Two `payments worker` and two `payments api` processes on one task queue: both workers take
 // transfers, every transfer is sent to both APIs at once, and each moves its money once.
 func TestTwoWorkersAndTwoAPIsShareTheLoad(t *testing.T) {
 	scale := testenv.New(t, "payments_test_cli_scale", testenv.Options{NoWorker: true})
 	bin := testenv.BuildPayments(t)
 	for range 2 {
-		scale.Process(t, bin, "", []string{"worker"}, "PAYMENTS_METRICS_ADDR="+freeAddr(t))
+		scale.Process(t, bin, "", []string{"worker"}, "PAYMENTS_METRICS_ADDR="+testenv.FreeAddr())
 	}
 	var apis []string
 	for range 2 {
-		addr := freeAddr(t)
-		scale.Process(t, bin, "", []string{"api"}, "PAYMENTS_HTTP_ADDR="+addr)
-		apis = append(apis, "http://"+addr)
-		testenv.WaitFor(t, "an API to be ready", func() bool {
-			resp, err := http.Get("http://" + addr + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-			}
-			return err == nil && resp.StatusCode == http.StatusOK
-		})
+		_, base := startAPI(t, scale, bin)
+		apis = append(apis, base)
 	}
 
 	ownerID, key := scale.Owner(t)
 	const accounts, funded, count = 10, 1_000, 200
-	ids := make([]string, accounts)
-	for i := range ids {
-		ids[i] = scale.Account(t, key, "USD")
-		scale.Fund(t, ids[i], funded)
-	}
+	ids := scale.FundedAccounts(t, key, accounts, funded)
 	rng := rand.New(rand.NewPCG(5, 6))
 	type answer struct {
 		status int

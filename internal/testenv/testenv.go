@@ -129,7 +129,7 @@ func Start(ctx context.Context, name string, o Options) (*Env, error) {
 	e := &Env{URL: url, minTTL: new(time.Duration), devOptions: devserver.Options{
 		Binary: filepath.Join(RepoRoot(), "bin", "temporal"), Log: io.Discard, DBFile: o.TemporalState}}
 	if o.TemporalState != "" {
-		e.devOptions.HostPort = freeAddr()
+		e.devOptions.HostPort = FreeAddr()
 	}
 	if e.Dev, err = devserver.Start(ctx, e.devOptions); err != nil {
 		return nil, err
@@ -196,7 +196,8 @@ func PostgresAddr() string {
 	return fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
 }
 
-func freeAddr() string {
+// FreeAddr is a local host:port nothing listens on now.
+func FreeAddr() string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		panic(err)
@@ -553,4 +554,27 @@ func (e *Env) Settled(t testing.TB, id string) enums.WorkflowExecutionStatus {
 		t.Fatal(err)
 	}
 	return desc.GetWorkflowExecutionInfo().GetStatus()
+}
+
+// Run runs the package's tests on e, then fails the run if they left a ledger that does not
+// reconcile, and closes e. TestMain returns its result to os.Exit.
+func Run(m *testing.M, e *Env) int {
+	code := m.Run()
+	if err := e.CheckLedger(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, "the tests left a ledger that does not reconcile:\n"+err.Error())
+		code = 1
+	}
+	e.Close()
+	return code
+}
+
+// FundedAccounts opens n USD accounts for apiKey's owner, each funded with amount.
+func (e *Env) FundedAccounts(t testing.TB, apiKey string, n int, amount int64) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = e.Account(t, apiKey, "USD")
+		e.Fund(t, ids[i], amount)
+	}
+	return ids
 }
