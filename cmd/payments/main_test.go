@@ -45,6 +45,15 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		{"deposit", "--account", "acc_x", "--amount-minor", "5", "--idempotency-key", "has space"},
 		{"migrate", "extra"},
 		{"api", "--port", "1"},
+		{"reconcile", "now"},
+		{"replay"},
+		{"replay", "everything"},
+		{"replay", "failed", "--since", "yesterday"},
+		{"replay", "failed", "--since", "-1h"},
+		{"replay", "history"},
+		{"replay", "history", "--strict", "h.json"},
+		{"bench", "--clients", "0"},
+		{"bench", "--watch-pid", "api"},
 	} {
 		var usage usageError
 		if err := dispatch(context.Background(), args, io.Discard); !errors.As(err, &usage) {
