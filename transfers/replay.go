@@ -59,16 +59,16 @@ func (s *Service) rerun(ctx context.Context, workflowID string) Rerun {
 		return r
 	}
 	info := desc.GetWorkflowExecutionInfo()
-	if st := info.GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_FAILED {
-		r.Outcome, r.Detail = "skipped", "its latest run is "+st.String()
-		return r
-	}
 	in, err := s.startInput(ctx, workflowID, info.GetExecution().GetRunId())
 	if err != nil {
 		r.Detail = err.Error()
 		return r
 	}
 	r.TransferID = in.TransferID
+	if st := info.GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_FAILED {
+		r.Outcome, r.Detail = "skipped", "its latest run is "+st.String()
+		return r
+	}
 	run, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(in), workflows.Transfer, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
