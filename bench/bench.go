@@ -21,22 +21,23 @@ type Config struct {
 	Duration   time.Duration // of each load phase
 	Sequential time.Duration // of each one-client phase; 0 skips them
 	Only       []string      // scenario ids to run (spread, hot, replay, posting, empty, tutorial); empty runs all
+	CPUOf      []string      // command-line prefixes whose CPU use each phase reports, e.g. "temporal server"
 	Progress   io.Writer     // where the live progress line goes
 }
 
 // Phase is one measured load: a scenario at a number of clients.
 type Phase struct {
-	Scenario    string  `json:"scenario"`
-	Clients     int     `json:"clients"`
-	Requests    int     `json:"requests"`
-	Errors      int     `json:"errors"`
-	Seconds     float64 `json:"seconds"`
-	PerSecond   float64 `json:"per_second"`
-	P50Millis   float64 `json:"p50_ms"`
-	P95Millis   float64 `json:"p95_ms"`
-	P99Millis   float64 `json:"p99_ms"`
-	FirstError  string  `json:"first_error,omitempty"`
-	description string
+	Scenario   string             `json:"scenario"`
+	Clients    int                `json:"clients"`
+	Requests   int                `json:"requests"`
+	Errors     int                `json:"errors"`
+	Seconds    float64            `json:"seconds"`
+	PerSecond  float64            `json:"per_second"`
+	P50Millis  float64            `json:"p50_ms"`
+	P95Millis  float64            `json:"p95_ms"`
+	P99Millis  float64            `json:"p99_ms"`
+	FirstError string             `json:"first_error,omitempty"`
+	CPUCores   map[string]float64 `json:"cpu_cores,omitempty"` // CPU used per watched process, in cores
 }
 
 // op is one request of a scenario; client is the caller's index, n counts its requests.
@@ -51,6 +52,7 @@ func measure(ctx context.Context, cfg Config, scenario string, clients int, d ti
 		firstErr  atomic.Value
 		done      atomic.Int64
 	)
+	cpu := startCPU(cfg.CPUOf)
 	start := time.Now()
 	deadline := start.Add(d)
 	stop := make(chan struct{})
@@ -84,6 +86,9 @@ func measure(ctx context.Context, cfg Config, scenario string, clients int, d ti
 		P50Millis: quantile(latencies, 0.50), P95Millis: quantile(latencies, 0.95), P99Millis: quantile(latencies, 0.99)}
 	if e, ok := firstErr.Load().(string); ok {
 		p.FirstError = e
+	}
+	if len(cfg.CPUOf) > 0 {
+		p.CPUCores = cpu.cores()
 	}
 	fmt.Fprintf(cfg.Progress, "\r  %-22s %3d clients  %6d done  %8.1f/s  p50 %7.2f ms  p99 %7.2f ms  errors %d\033[K\n",
 		scenario, clients, p.Requests, p.PerSecond, p.P50Millis, p.P99Millis, p.Errors)

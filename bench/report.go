@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 )
 
 // checks evaluates the targets: ratios within one run, against the same servers.
@@ -60,6 +61,21 @@ func (res Results) Print(w io.Writer) {
 	for _, p := range res.Phases {
 		fmt.Fprintf(w, "| %s | %d | %d | %.1f | %.2f | %.2f | %.2f | %d |\n",
 			p.Scenario, p.Clients, p.Requests, p.PerSecond, p.P50Millis, p.P95Millis, p.P99Millis, p.Errors)
+	}
+	if len(res.Phases) > 0 && len(res.Phases[0].CPUCores) > 0 {
+		names := slices.Sorted(maps.Keys(res.Phases[0].CPUCores))
+		fmt.Fprintf(w, "\nCPU used during each phase, in cores (the machine has %s):\n\n| scenario | clients |", res.Machine)
+		for _, n := range names {
+			fmt.Fprintf(w, " %s |", n)
+		}
+		fmt.Fprintf(w, "\n| --- | ---: |%s\n", strings.Repeat(" ---: |", len(names)))
+		for _, p := range res.Phases {
+			fmt.Fprintf(w, "| %s | %d |", p.Scenario, p.Clients)
+			for _, n := range names {
+				fmt.Fprintf(w, " %.2f |", p.CPUCores[n])
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	fmt.Fprintf(w, "\nHistory events per workflow:")
 	for _, k := range slices.Sorted(maps.Keys(res.HistoryEvents)) {

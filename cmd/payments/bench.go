@@ -23,19 +23,17 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	only := fs.String("only", "", "run only these scenarios, comma-separated: spread, hot, replay, posting, empty, tutorial")
 	out := fs.String("json", "", "also write the results to this file, for comparison between runs")
 	watch := fs.String("watch-pid", "", "comma-separated pids whose peak resident memory to report (e.g. the API and the worker)")
+	cpuOf := fs.String("cpu-of", "payments serve,payments api,payments worker,temporal server,postgres",
+		"comma-separated command-line prefixes whose CPU use each phase reports (empty: none)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *clients < 1 || *duration <= 0 || *sequential < 0 {
 		return usagef("bench: --clients must be at least 1, --duration positive")
 	}
-	var pids []int
-	for _, f := range strings.FieldsFunc(*watch, func(r rune) bool { return r == ',' || r == ' ' }) {
-		pid, err := strconv.Atoi(f)
-		if err != nil {
-			return usagef("bench: --watch-pid: %q is not a pid", f)
-		}
-		pids = append(pids, pid)
+	pids, err := pidList("watch-pid", *watch)
+	if err != nil {
+		return err
 	}
 	d, err := open(ctx, false)
 	if err != nil {
@@ -47,7 +45,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	peaks := bench.WatchRSS(watchCtx, pids)
 
 	res, err := bench.Run(ctx, bench.Config{Clients: *clients, Duration: *duration, Sequential: *sequential,
-		Only: strings.FieldsFunc(*only, func(r rune) bool { return r == ',' || r == ' ' }), Progress: stdout},
+		Only: list(*only), CPUOf: list(*cpuOf), Progress: stdout},
 		bench.Target{API: strings.TrimSuffix(*api, "/"), DB: d.db, Temporal: d.temporal})
 	if err != nil {
 		return err
@@ -68,4 +66,27 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "results written to %s\n", *out)
 	}
 	return nil
+}
+
+// list splits a comma-separated flag value.
+func list(v string) []string {
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func pidList(flag, value string) ([]int, error) {
+	var pids []int
+	for _, f := range list(value) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, usagef("bench: --%s: %q is not a pid", flag, f)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
 }

@@ -223,7 +223,7 @@ func TestBenchCommand(t *testing.T) {
 		t.Fatalf("%v\n%s", err, b.String())
 	}
 	for _, want := range []string{"| new, spread | 2 |", "| replay | 1 |", "| baseline: tutorial | 2 |", "History events per workflow:",
-		"sequential new p50 / floor", "Peak RSS of pid"} {
+		"sequential new p50 / floor", "Peak RSS of pid", "CPU used during each phase"} {
 		if !strings.Contains(b.String(), want) {
 			t.Fatalf("no %q in\n%s", want, b.String())
 		}
