@@ -25,7 +25,14 @@ type Report struct {
 	Accounts, Transfers, Entries int64
 	ByStatus                     map[string]int64
 	Checks                       []Check
+	// StalePending are transfers pending for more than StaleAfter: not a broken invariant (no
+	// money moved), but a claim whose workflow never started or a posting that cannot finish,
+	// worth a look in the Temporal UI.
+	StalePending []string
 }
+
+// StaleAfter is how long a transfer may stay pending before the report points it out.
+const StaleAfter = 15 * time.Minute
 
 // OK is true when every invariant holds.
 func (r Report) OK() bool {
@@ -54,6 +61,12 @@ func Reconcile(ctx context.Context, q database.Querier, ttl time.Duration) (Repo
 	var status string
 	var n int64
 	if _, err := pgx.ForEachRow(rows, []any{&status, &n}, func() error { r.ByStatus[status] = n; return nil }); err != nil {
+		return r, err
+	}
+	if r.StalePending, err = lines(ctx, q, `
+		SELECT format('transfer %s (%s) pending since %s', id, workflow_id, created_at)
+		FROM transfers WHERE status = 'pending' AND created_at < now() - $1::interval
+		ORDER BY created_at LIMIT 20`, StaleAfter); err != nil {
 		return r, err
 	}
 	for _, c := range []struct {
@@ -214,6 +227,12 @@ func (r Report) Print(w io.Writer) {
 		}
 		if c.More > 0 {
 			fmt.Fprintf(w, "            … and %d more\n", c.More)
+		}
+	}
+	if len(r.StalePending) > 0 {
+		fmt.Fprintf(w, "  note    transfers pending for more than %s (no money moved; see their workflows):\n", StaleAfter)
+		for _, v := range r.StalePending {
+			fmt.Fprintf(w, "            %s\n", v)
 		}
 	}
 	if broken == 0 {

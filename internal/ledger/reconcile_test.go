@@ -77,7 +77,8 @@ func TestReconcileFindsEachBrokenInvariant(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tx.Rollback(ctx)
-			if got := broken(t, tx, time.Hour); len(got) != 0 {
+			// TTL 0: TestReconcileTellsAKeysSecondUseFromADoublePosting leaves a key used twice.
+			if got := broken(t, tx, 0); len(got) != 0 {
 				t.Fatalf("broken before breaking anything: %v", got)
 			}
 			for _, sql := range c.sql {
@@ -85,7 +86,7 @@ func TestReconcileFindsEachBrokenInvariant(t *testing.T) {
 					t.Fatalf("%s: %v", sql, err)
 				}
 			}
-			got := broken(t, tx, time.Hour)
+			got := broken(t, tx, 0)
 			if !has(got, c.invariant) || (c.only && len(got) != 1) {
 				t.Fatalf("broken invariants %v, want %d", got, c.invariant)
 			}
@@ -122,5 +123,27 @@ func TestReconcileTellsAKeysSecondUseFromADoublePosting(t *testing.T) {
 	report.Print(&out)
 	if !strings.Contains(out.String(), "BROKEN  5.") || !strings.Contains(out.String(), second.TransferID) {
 		t.Fatalf("report does not name the broken invariant and the transfer:\n%s", out.String())
+	}
+}
+
+// A transfer pending for long is pointed out, without breaking an invariant.
+func TestReconcilePointsOutStalePendingTransfers(t *testing.T) {
+	ctx := context.Background()
+	a, b := account(t, "USD", 100), account(t, "USD", 0)
+	p := posting(a, b, 10)
+	tx, err := l.DB.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if err := ledger.InsertPending(ctx, tx, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE transfers SET created_at = now() - interval '1 hour' WHERE id = $1`, p.TransferID); err != nil {
+		t.Fatal(err)
+	}
+	report, err := ledger.Reconcile(ctx, tx, 0) // 0: another test uses a key twice on purpose
+	if err != nil || !report.OK() || len(report.StalePending) != 1 || !strings.Contains(report.StalePending[0], p.TransferID) {
+		t.Fatalf("ok %v, stale %v, err %v", report.OK(), report.StalePending, err)
 	}
 }
