@@ -24,7 +24,9 @@ test: lint compose-check test-unit test-faults
 
 test-unit: bin/temporal
 	@echo "==> Unit and integration tests (real PostgreSQL, real Temporal dev server, -race)"
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /faults)
+	@# -p 1: each integration package starts its own Temporal dev servers and processes on free
+	@# ports; run side by side, they have been seen to disturb each other's Temporal.
+	$(GO) test -race -count=1 -p 1 $$($(GO) list ./... | grep -v /faults)
 
 # The slow ones: a worker killed mid-transfer, PostgreSQL cut off under load, Temporal restarted.
 test-faults: bin/temporal

@@ -45,9 +45,7 @@ func transferBody(from, to string, amount int64) string {
 }
 
 func TestTransferMovesMoneyOnceAndDuplicateReplays(t *testing.T) {
-	ownerID, key := env.Owner(t)
-	from, to := env.Account(t, key, "USD"), env.Account(t, key, "USD")
-	env.Fund(t, from, 10_000)
+	ownerID, key, from, to := fundedPair(t, 10_000)
 
 	first := env.Do(t, "POST", "/v1/transfers", key, "order-1", transferBody(from, to, 2_500))
 	if first.Status != http.StatusCreated {
@@ -100,9 +98,7 @@ func TestTransferMovesMoneyOnceAndDuplicateReplays(t *testing.T) {
 }
 
 func TestInsufficientFundsIsAStoredRejection(t *testing.T) {
-	_, key := env.Owner(t)
-	from, to := env.Account(t, key, "USD"), env.Account(t, key, "USD")
-	env.Fund(t, from, 100)
+	_, key, from, to := fundedPair(t, 100)
 
 	first := env.Do(t, "POST", "/v1/transfers", key, "too-much", transferBody(from, to, 101))
 	p := first.JSON(t)
@@ -131,9 +127,7 @@ func TestInsufficientFundsIsAStoredRejection(t *testing.T) {
 }
 
 func TestKeyReusedWithAnotherBodyExecutesNothing(t *testing.T) {
-	_, key := env.Owner(t)
-	from, to := env.Account(t, key, "USD"), env.Account(t, key, "USD")
-	env.Fund(t, from, 1_000)
+	_, key, from, to := fundedPair(t, 1_000)
 	first := env.Do(t, "POST", "/v1/transfers", key, "k", transferBody(from, to, 100))
 	if first.Status != http.StatusCreated {
 		t.Fatalf("first: %d %s", first.Status, first.Body)

@@ -51,9 +51,7 @@ func countStatus(answers []testenv.Response) map[int]int {
 }
 
 func TestOppositeTransfersBetweenTwoAccounts(t *testing.T) {
-	_, key := env.Owner(t)
-	a, b := env.Account(t, key, "USD"), env.Account(t, key, "USD")
-	env.Fund(t, a, 1_000)
+	_, key, a, b := fundedPair(t, 1_000)
 	env.Fund(t, b, 1_000)
 	var ts []transfer
 	for range 500 {
@@ -118,10 +116,7 @@ func TestRandomTransfersAmongFiftyAccounts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var ts []transfer
 	for range 1_280 {
-		from, to := rng.IntN(accounts), rng.IntN(accounts-1)
-		if to >= from {
-			to++
-		}
+		from, to := testenv.Pair(rng, accounts)
 		ts = append(ts, transfer{ids[from], ids[to], 1 + rng.Int64N(300)})
 	}
 	answers := sendAll(t, key, ts, 32)
@@ -151,9 +146,7 @@ func TestRandomTransfersAmongFiftyAccounts(t *testing.T) {
 }
 
 func TestEntriesNewestFirstWithAStableCursor(t *testing.T) {
-	_, key := env.Owner(t)
-	a, b := env.Account(t, key, "USD"), env.Account(t, key, "USD")
-	env.Fund(t, a, 1_000)
+	_, key, a, b := fundedPair(t, 1_000)
 	pay := func(amount int64) {
 		t.Helper()
 		if r := env.Do(t, "POST", "/v1/transfers", key, fmt.Sprintf("e-%d", amount), transferBody(a, b, amount)); r.Status != http.StatusCreated {

@@ -18,10 +18,6 @@ import (
 	"github.com/payments/payments/worker"
 )
 
-func transferBody(from, to string, amount int64) string {
-	return fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":%d,"currency":"USD"}`, from, to, amount)
-}
-
 // pairs opens n pairs of accounts for a new owner and funds each source with amount.
 func pairs(t *testing.T, env *testenv.Env, n int, amount int64) (key string, from, to []string) {
 	_, key = env.Owner(t)
@@ -41,7 +37,7 @@ func completeOnce(t *testing.T, env *testenv.Env, key, prefix string, from, to [
 		k := fmt.Sprintf("%s-%d", prefix, i)
 		var r testenv.Response
 		testenv.WaitFor(t, "transfer "+k+" to complete", func() bool {
-			r = env.Do(t, "POST", "/v1/transfers", key, k, transferBody(from[i], to[i], amount))
+			r = env.Do(t, "POST", "/v1/transfers", key, k, testenv.TransferBody(from[i], to[i], amount))
 			return r.Status == http.StatusCreated
 		})
 		if n := env.Count(t, `SELECT count(*) FROM entries WHERE transfer_id = $1`, r.JSON(t)["id"]); n != 2 {
@@ -65,7 +61,7 @@ func sendHeld(t *testing.T, env *testenv.Env, key, prefix string, from, to []str
 	var wg sync.WaitGroup
 	for i := range from {
 		wg.Go(func() {
-			env.Do(t, "POST", "/v1/transfers", key, fmt.Sprintf("%s-%d", prefix, i), transferBody(from[i], to[i], amount))
+			env.Do(t, "POST", "/v1/transfers", key, fmt.Sprintf("%s-%d", prefix, i), testenv.TransferBody(from[i], to[i], amount))
 		})
 	}
 	testenv.WaitFor(t, "every transfer to be posting", func() bool { return env.Waiting(t) >= len(from) })
@@ -130,10 +126,7 @@ func TestPostgresUnreachableDuringLoad(t *testing.T) {
 	}
 	ts := make([]transfer, count)
 	for i := range ts {
-		f, g := rng.IntN(accounts), rng.IntN(accounts-1)
-		if g >= f {
-			g++
-		}
+		f, g := testenv.Pair(rng, accounts)
 		ts[i] = transfer{ids[f], ids[g], 1 + rng.Int64N(50)}
 	}
 
@@ -145,7 +138,7 @@ func TestPostgresUnreachableDuringLoad(t *testing.T) {
 		wg.Go(func() {
 			for i := range next {
 				for { // a client that retries with the same key until it has a final answer
-					r := env.Do(t, "POST", "/v1/transfers", key, fmt.Sprintf("pg-%d", i), transferBody(ts[i].from, ts[i].to, ts[i].amount))
+					r := env.Do(t, "POST", "/v1/transfers", key, fmt.Sprintf("pg-%d", i), testenv.TransferBody(ts[i].from, ts[i].to, ts[i].amount))
 					if r.Status == http.StatusCreated || r.Status == http.StatusUnprocessableEntity {
 						answers[i] = r
 						break

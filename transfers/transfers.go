@@ -132,6 +132,10 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 // wait returns the workflow's result, or the posting's outcome if this process hears of it
 // first.
 func wait(ctx context.Context, run client.WorkflowRun, posted <-chan activities.TransferOutcome) (activities.TransferOutcome, error) {
+	var out activities.TransferOutcome
+	if ctx.Err() != nil || posted == nil { // a caller already gone, or no worker in this process
+		return out, run.Get(ctx, &out)
+	}
 	type result struct {
 		out activities.TransferOutcome
 		err error

@@ -27,6 +27,7 @@ import (
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/transfers"
 	"github.com/payments/payments/worker"
+	"github.com/payments/payments/workflows"
 )
 
 // deps are what every long-running command opens.
@@ -161,7 +162,7 @@ func (d *deps) runWorker(ctx context.Context, metrics bool) error {
 		w.Stop()
 		return fmt.Errorf("worker: creating the idempotency cleanup schedule: %w", err)
 	}
-	d.log.Info("worker started", "task_queue", "payments-transfers", "temporal", d.cfg.Temporal.Address)
+	d.log.Info("worker started", "task_queue", workflows.TaskQueue, "temporal", d.cfg.Temporal.Address)
 	<-ctx.Done()
 	w.Stop()
 	return nil

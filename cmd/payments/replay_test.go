@@ -25,10 +25,6 @@ import (
 
 var recordHistories = flag.String("record-histories", "", "write the histories under workflows/testdata/histories from real runs, with this version suffix (e.g. v1)")
 
-func transferJSON(from, to string, amount int64) string {
-	return fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":%d,"currency":"USD"}`, from, to, amount)
-}
-
 // failTransfers makes n transfers fail for real: their source accounts stay locked longer than
 // the transfers' retry policy allows. It returns the keys, the accounts, and the fix: releasing
 // the locks.
@@ -46,7 +42,7 @@ func failTransfers(t *testing.T, n int, amount, funded int64) (ownerID, key stri
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			r := impatient.Do(t, "POST", "/v1/transfers", key, keys[i], transferJSON(from[i], to[i], amount))
+			r := impatient.Do(t, "POST", "/v1/transfers", key, keys[i], testenv.TransferBody(from[i], to[i], amount))
 			if r.Status != http.StatusInternalServerError {
 				t.Errorf("transfer %d: %d %s, want 500 transfer-failed", i, r.Status, r.Body)
 			}
@@ -81,7 +77,7 @@ func TestReplayFailedCompletesEachTransferOnce(t *testing.T) {
 		if !regexp.MustCompile(`/` + regexp.QuoteMeta(keys[i]) + ` +tr_\w+ +completed`).MatchString(out.String()) {
 			t.Errorf("no completed line for %s in\n%s", keys[i], out.String())
 		}
-		r := env.Do(t, "POST", "/v1/transfers", key, keys[i], transferJSON(from[i], to[i], amount))
+		r := env.Do(t, "POST", "/v1/transfers", key, keys[i], testenv.TransferBody(from[i], to[i], amount))
 		if r.Status != http.StatusCreated || r.JSON(t)["status"] != "completed" {
 			t.Fatalf("transfer %d after the replay: %d %s", i, r.Status, r.Body)
 		}
@@ -161,10 +157,10 @@ func TestRecordHistories(t *testing.T) {
 	ownerID, key := env.Owner(t)
 	from, to := env.Account(t, key, "USD"), env.Account(t, key, "USD")
 	env.Fund(t, from, 100)
-	if r := env.Do(t, "POST", "/v1/transfers", key, "rec-completed", transferJSON(from, to, 10)); r.Status != http.StatusCreated {
+	if r := env.Do(t, "POST", "/v1/transfers", key, "rec-completed", testenv.TransferBody(from, to, 10)); r.Status != http.StatusCreated {
 		t.Fatal(r.Status)
 	}
-	if r := env.Do(t, "POST", "/v1/transfers", key, "rec-rejected", transferJSON(from, to, 1_000)); r.Status != http.StatusUnprocessableEntity {
+	if r := env.Do(t, "POST", "/v1/transfers", key, "rec-rejected", testenv.TransferBody(from, to, 1_000)); r.Status != http.StatusUnprocessableEntity {
 		t.Fatal(r.Status)
 	}
 	writeHistory(t, "transfer/"+ownerID+"/rec-completed", "", "completed"+suffix)
@@ -178,7 +174,7 @@ func TestRecordHistories(t *testing.T) {
 	}
 	failedRun := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 	fix()
-	if r := env.Do(t, "POST", "/v1/transfers", failKey, keys[0], transferJSON(fFrom[0], fTo[0], 10)); r.Status != http.StatusCreated {
+	if r := env.Do(t, "POST", "/v1/transfers", failKey, keys[0], testenv.TransferBody(fFrom[0], fTo[0], 10)); r.Status != http.StatusCreated {
 		t.Fatal(r.Status)
 	}
 	writeHistory(t, id, failedRun, "failed"+suffix)

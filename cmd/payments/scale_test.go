@@ -41,11 +41,8 @@ func TestTwoWorkersAndTwoAPIsShareTheLoad(t *testing.T) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
 	for i := range count {
-		f, g := rng.IntN(accounts), rng.IntN(accounts-1)
-		if g >= f {
-			g++
-		}
-		bodies[i] = fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":%d,"currency":"USD"}`, ids[f], ids[g], 1+rng.IntN(200))
+		f, g := testenv.Pair(rng, accounts)
+		bodies[i] = testenv.TransferBody(ids[f], ids[g], 1+rng.Int64N(200))
 		for a, base := range apis { // the same request to both APIs at once
 			wg.Go(func() {
 				sem <- struct{}{}

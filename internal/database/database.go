@@ -23,10 +23,10 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Open connects a pool to url and checks that PostgreSQL answers.
 // DefaultMaxConns is the pool size when DATABASE_URL does not set pool_max_conns.
 const DefaultMaxConns = 16
 
+// Open connects a pool to url and checks that PostgreSQL answers.
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {

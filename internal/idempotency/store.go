@@ -30,7 +30,7 @@ type Record struct {
 // ErrReused means the key was first used with a different request.
 var ErrReused = errors.New("idempotency key reused with a different request")
 
-// recordColumns are the columns scanRecord reads, in its order.
+// recordColumns are the columns recordRow.dest receives, in its order.
 const recordColumns = `fingerprint, resource_id, status_code, COALESCE(content_type, ''),
 	COALESCE(location, ''), body, created_at`
 

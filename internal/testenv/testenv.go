@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -509,7 +510,10 @@ func (e *Env) Process(t testing.TB, bin, temporalAddr string, args []string, env
 		temporalAddr = e.Dev.FrontendHostPort()
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+e.URL, "TEMPORAL_ADDRESS="+temporalAddr), env...)
+	// A small pool: test packages run in parallel, each with several processes, against one
+	// PostgreSQL with max_connections 100 by default. env may set DATABASE_URL again; the last
+	// one wins.
+	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+e.URL+"&pool_max_conns=4", "TEMPORAL_ADDRESS="+temporalAddr), env...)
 	logs := &lockedBuffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
@@ -577,4 +581,18 @@ func (e *Env) FundedAccounts(t testing.TB, apiKey string, n int, amount int64) [
 		e.Fund(t, ids[i], amount)
 	}
 	return ids
+}
+
+// TransferBody is a POST /v1/transfers body in USD.
+func TransferBody(from, to string, amount int64) string {
+	return fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":%d,"currency":"USD"}`, from, to, amount)
+}
+
+// Pair picks two distinct indexes below n.
+func Pair(rng *rand.Rand, n int) (int, int) {
+	a, b := rng.IntN(n), rng.IntN(n-1)
+	if b >= a {
+		b++
+	}
+	return a, b
 }
