@@ -24,8 +24,8 @@ test: lint compose-check test-unit test-faults
 
 test-unit: bin/temporal
 	@echo "==> Unit and integration tests (real PostgreSQL, real Temporal dev server, -race)"
-	@# -p 1: each integration package starts its own Temporal dev servers and processes on free
-	@# ports; run side by side, they have been seen to disturb each other's Temporal.
+	@# -p 1: each integration package runs its own dev servers, processes and load tests; one at
+	@# a time, they do not compete for the CPUs (two on this machine and in CI).
 	$(GO) test -race -count=1 -p 1 $$($(GO) list ./... | grep -v /faults)
 
 # The slow ones: a worker killed mid-transfer, PostgreSQL cut off under load, Temporal restarted.

@@ -104,6 +104,7 @@ type Env struct {
 	minTTL    *time.Duration   // the shortest idempotency TTL any of the Env's APIs used
 
 	devOptions devserver.Options
+	stateDir   string             // the dev server's state, removed by Close
 	posted     *activities.Posted // shared by the worker and the APIs on the Env's own client
 }
 
@@ -131,6 +132,14 @@ func Start(ctx context.Context, name string, o Options) (*Env, error) {
 		Binary: filepath.Join(RepoRoot(), "bin", "temporal"), Log: io.Discard, DBFile: o.TemporalState}}
 	if o.TemporalState != "" {
 		e.devOptions.HostPort = FreeAddr()
+	} else {
+		// A file, as under `make run`, not the dev server's in-memory SQLite: under the tests'
+		// load that one has lost its tables mid-run ("Namespace default is not found"; see
+		// temporalio/temporal#3784).
+		if e.stateDir, err = os.MkdirTemp("", name+"-temporal-"); err != nil {
+			return nil, err
+		}
+		e.devOptions.DBFile = filepath.Join(e.stateDir, "temporal.db")
 	}
 	if e.Dev, err = devserver.Start(ctx, e.devOptions); err != nil {
 		return nil, err
@@ -255,6 +264,9 @@ func (e *Env) Close() {
 	}
 	e.DB.Close()
 	_ = e.Dev.Stop()
+	if e.stateDir != "" {
+		_ = os.RemoveAll(e.stateDir)
+	}
 }
 
 // Owner issues a new API key for a new owner and returns (owner id, key).
