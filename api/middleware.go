@@ -93,7 +93,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return problem.New(http.StatusUnauthorized, "unauthorized", "the API key is not valid")
 		}
 		if err != nil {
-			return problem.Unavailable("the database is unreachable; retry shortly")
+			return problem.Unavailable("the database is unreachable; retry shortly", err)
 		}
 		c.Set(ctxOwner, owner)
 		return next(c)

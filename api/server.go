@@ -68,7 +68,7 @@ func (s *Server) ready(c echo.Context) error {
 		checks["temporal"], ok = err.Error(), false
 	}
 	if !ok {
-		return problem.Unavailable("not ready: postgres " + checks["postgres"] + "; temporal " + checks["temporal"])
+		return problem.Unavailable("not ready: postgres "+checks["postgres"]+"; temporal "+checks["temporal"], nil)
 	}
 	return c.JSON(http.StatusOK, checks)
 }
@@ -87,6 +87,9 @@ func (s *Server) writeError(err error, c echo.Context) {
 	default:
 		s.Log.ErrorContext(c.Request().Context(), "request failed", "err", err, "request_id", requestID(c))
 		p = problem.New(http.StatusInternalServerError, "internal-error", "an unexpected error occurred; it has been logged")
+	}
+	if p.Cause != nil {
+		s.Log.WarnContext(c.Request().Context(), "answered "+strconv.Itoa(p.Status), "err", p.Cause, "request_id", requestID(c))
 	}
 	countConflict(c, p)
 	if p.Status == http.StatusUnauthorized {

@@ -96,7 +96,7 @@ func (s *Server) createTransfer(c echo.Context) error {
 
 	// A duplicate of a finished transfer is answered from its stored response: one read.
 	if rec, found, err := idempotency.Lookup(ctx, s.DB, scope); err != nil {
-		return problem.Unavailable("the ledger database is unreachable; retry with the same Idempotency-Key")
+		return problem.Unavailable("the ledger database is unreachable; retry with the same Idempotency-Key", err)
 	} else if found && !bytes.Equal(rec.Fingerprint, fp) {
 		return problem.KeyReused()
 	} else if found && rec.Response != nil {
@@ -108,7 +108,7 @@ func (s *Server) createTransfer(c echo.Context) error {
 		return problem.NotFound("account")
 	}
 	if err != nil {
-		return problem.Unavailable("the ledger database is unreachable; retry with the same Idempotency-Key")
+		return problem.Unavailable("the ledger database is unreachable; retry with the same Idempotency-Key", err)
 	}
 	if from.Currency != req.Currency || to.Currency != req.Currency {
 		return problem.New(http.StatusUnprocessableEntity, "currency-mismatch",

@@ -75,7 +75,7 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 		return Answer{}, problem.KeyReused()
 	}
 	if err != nil {
-		return Answer{}, problem.Unavailable("the ledger database is unreachable; retry with the same Idempotency-Key")
+		return Answer{}, problem.Unavailable("the ledger database is unreachable; retry with the same Idempotency-Key", err)
 	}
 	answer := Answer{TransferID: in.TransferID, Replayed: !created}
 	if rec.Response != nil {
@@ -97,7 +97,7 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 		run, err = s.completedRun(startCtx, in)
 	}
 	if err != nil {
-		return answer, problem.Unavailable("Temporal is unreachable; retry with the same Idempotency-Key")
+		return answer, problem.Unavailable("Temporal is unreachable; retry with the same Idempotency-Key", err)
 	}
 
 	waitCtx, cancelWait := context.WithTimeout(ctx, s.SyncWait)
@@ -125,12 +125,15 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 		p.TransferID, p.WorkflowID = in.TransferID, in.WorkflowID
 		return answer, p
 	default:
-		return answer, problem.Unavailable("lost contact with Temporal while waiting; retry with the same Idempotency-Key")
+		return answer, problem.Unavailable("lost contact with Temporal while waiting; retry with the same Idempotency-Key", err)
 	}
 }
 
 // wait returns the workflow's result, or the posting's outcome if this process hears of it
-// first.
+// first. When the posting wins, the poll for the result is left to end by itself, moments later
+// when the workflow closes (or at ctx's deadline): cancelling it while the server reads the
+// closed history is what wedges the dev server's single SQLite connection ("interrupted (9)",
+// docs/adr/0004-never-cancel-a-result-poll.md).
 func wait(ctx context.Context, run client.WorkflowRun, posted <-chan activities.TransferOutcome) (activities.TransferOutcome, error) {
 	var out activities.TransferOutcome
 	if ctx.Err() != nil || posted == nil { // a caller already gone, or no worker in this process
@@ -140,10 +143,15 @@ func wait(ctx context.Context, run client.WorkflowRun, posted <-chan activities.
 		out activities.TransferOutcome
 		err error
 	}
+	pollCtx, cancel := context.WithoutCancel(ctx), func() {}
+	if deadline, ok := ctx.Deadline(); ok {
+		pollCtx, cancel = context.WithDeadline(pollCtx, deadline)
+	}
 	done := make(chan result, 1)
 	go func() {
+		defer cancel()
 		var r result
-		r.err = run.Get(ctx, &r.out)
+		r.err = run.Get(pollCtx, &r.out)
 		done <- r
 	}()
 	select {
@@ -151,6 +159,8 @@ func wait(ctx context.Context, run client.WorkflowRun, posted <-chan activities.
 		return out, nil
 	case r := <-done:
 		return r.out, r.err
+	case <-ctx.Done(): // the poll has the same deadline; this is the caller going away
+		return out, ctx.Err()
 	}
 }
 

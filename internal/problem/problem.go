@@ -29,9 +29,13 @@ type Problem struct {
 
 	// RetryAfter, in seconds, is sent as the Retry-After header when positive.
 	RetryAfter int `json:"-"`
+	// Cause is what went wrong underneath, for the log; the client never sees it.
+	Cause error `json:"-"`
 }
 
 func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Title, p.Detail) }
+
+func (p *Problem) Unwrap() error { return p.Cause }
 
 // Slugs and titles of every problem the API answers with; openapi.yaml lists the same.
 var titles = map[string]string{
@@ -96,9 +100,11 @@ func KeyReused() *Problem {
 		"this Idempotency-Key was first used with a different request; use a new key for a new operation")
 }
 
-// Unavailable is a 503 that asks the client to retry later with the same key.
-func Unavailable(detail string) *Problem {
+// Unavailable is a 503 that asks the client to retry later with the same key. cause, which
+// may be nil, is logged.
+func Unavailable(detail string, cause error) *Problem {
 	p := New(http.StatusServiceUnavailable, "service-unavailable", detail)
 	p.RetryAfter = 1
+	p.Cause = cause
 	return p
 }

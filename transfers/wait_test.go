@@ -1,0 +1,56 @@
+package transfers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/payments/payments/activities"
+)
+
+// pollingRun is a workflow run whose result poll blocks until the workflow closes (close) or
+// the poll's context ends, and reports which.
+type pollingRun struct {
+	client.WorkflowRun
+	poll    context.Context // the poll's context, once polling is closed
+	polling chan struct{}
+	close   chan struct{}
+}
+
+func (r *pollingRun) Get(ctx context.Context, _ any) error {
+	r.poll = ctx
+	close(r.polling)
+	select {
+	case <-r.close:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// When the posting answers first, the result poll is not cancelled: it is left to end when the
+// workflow closes. Cancelling it while the server reads the closed history is what wedged the
+// dev server's SQLite connection (docs/adr/0004-never-cancel-a-result-poll.md).
+func TestWaitLeavesTheResultPollRunning(t *testing.T) {
+	run := &pollingRun{polling: make(chan struct{}), close: make(chan struct{})}
+	posted := make(chan activities.TransferOutcome, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	go func() {
+		<-run.polling // the poll is under way...
+		posted <- activities.TransferOutcome{}
+	}()
+	if _, err := wait(ctx, run, posted); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // as Submit does when it returns
+	poll := run.poll
+	if poll.Err() != nil {
+		t.Fatalf("the result poll was cancelled when the posting answered: %v", poll.Err())
+	}
+	if d, ok := poll.Deadline(); !ok || time.Until(d) > time.Minute {
+		t.Fatalf("the result poll has no deadline, or a later one than the wait: %v %v", d, ok)
+	}
+	close(run.close)
+}
