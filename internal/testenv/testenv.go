@@ -105,7 +105,8 @@ type Env struct {
 
 	devOptions devserver.Options
 	stateDir   string             // the dev server's state, removed by Close
-	devLog     *os.File           // the dev server's log, if kept (PAYMENTS_TEST_TEMPORAL_LOGS)
+	apiLog     *slog.Logger       // the APIs' warnings, if kept (PAYMENTS_TEST_LOGS)
+	logs       []*os.File         // kept logs, closed by Close
 	posted     *activities.Posted // shared by the worker and the APIs on the Env's own client
 }
 
@@ -130,12 +131,15 @@ func Start(ctx context.Context, name string, o Options) (*Env, error) {
 		return nil, err
 	}
 	e := &Env{URL: url, minTTL: new(time.Duration), devOptions: devserver.Options{
-		Binary: filepath.Join(RepoRoot(), "bin", "temporal"), Log: io.Discard, DBFile: o.TemporalState}}
-	if e.devLog, err = devLog(name); err != nil {
+		Binary: filepath.Join(RepoRoot(), "bin", "temporal"), DBFile: o.TemporalState}}
+	if e.devOptions.Log, err = e.keptLog(name + "-temporal"); err != nil {
 		return nil, err
-	} else if e.devLog != nil {
-		e.devOptions.Log = e.devLog
 	}
+	apiLog, err := e.keptLog(name + "-api")
+	if err != nil {
+		return nil, err
+	}
+	e.apiLog = slog.New(slog.NewTextHandler(apiLog, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if o.TemporalState != "" {
 		e.devOptions.HostPort = FreeAddr()
 	} else {
@@ -239,7 +243,7 @@ func (e *Env) serve(o Options) {
 		*e.minTTL = e.Transfers.TTL
 	}
 	srv := &api.Server{DB: db, Ledger: &ledger.Ledger{DB: db}, Transfers: e.Transfers, Temporal: temporal,
-		TTL: e.Transfers.TTL, Log: warnings}
+		TTL: e.Transfers.TTL, Log: e.apiLog}
 	e.Server = httptest.NewServer(srv.Handler())
 }
 
@@ -271,8 +275,8 @@ func (e *Env) Close() {
 	if e.stateDir != "" {
 		_ = os.RemoveAll(e.stateDir)
 	}
-	if e.devLog != nil {
-		_ = e.devLog.Close()
+	for _, f := range e.logs {
+		_ = f.Close()
 	}
 }
 
@@ -616,22 +620,24 @@ func Pair(rng *rand.Rand, n int) (int, int) {
 	return a, b
 }
 
-// warnings is the test APIs' log: their warnings (the cause of each 503) show when a test
-// package fails.
-var warnings = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-
-// devLog is where a test dev server writes its errors: nowhere, unless the environment variable
-// PAYMENTS_TEST_TEMPORAL_LOGS names a directory (.ci/run sets it, and shows the logs when a test
-// fails: the dev server's own errors are what explain a Temporal that stopped answering).
-func devLog(name string) (*os.File, error) {
-	dir := os.Getenv("PAYMENTS_TEST_TEMPORAL_LOGS")
+// keptLog is where the log called name goes: nowhere, unless the environment variable
+// PAYMENTS_TEST_LOGS names a directory. .ci/run sets it and shows the most frequent lines when a
+// test fails: the dev server's errors, and the cause of each 503 the test APIs answered, are
+// what explain a Temporal that stopped answering.
+func (e *Env) keptLog(name string) (io.Writer, error) {
+	dir := os.Getenv("PAYMENTS_TEST_LOGS")
 	if dir == "" {
-		return nil, nil
+		return io.Discard, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return os.Create(filepath.Join(dir, name+".log"))
+	f, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	e.logs = append(e.logs, f)
+	return f, nil
 }
 
 // stateDir is a new directory for a dev server's SQLite file: on tmpfs where there is one, as a
