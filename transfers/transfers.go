@@ -129,15 +129,30 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	}
 }
 
+// localGrace is how long wait listens only for the posting in this process before it also
+// polls Temporal for the workflow's result. Under serve the posting nearly always runs here
+// (eager start), within milliseconds when the machine is not overloaded, so most transfers cost
+// no result poll at all. A run elsewhere is answered up to localGrace later.
+const localGrace = time.Second
+
 // wait returns the workflow's result, or the posting's outcome if this process hears of it
-// first. When the posting wins, the poll for the result is left to end by itself, moments later
-// when the workflow closes (or at ctx's deadline): cancelling it while the server reads the
-// closed history is what wedges the dev server's single SQLite connection ("interrupted (9)",
-// docs/adr/0004-never-cancel-a-result-poll.md).
+// first. A result poll, once started, is never cancelled because the posting answered: it ends
+// by itself, moments later when the workflow closes (or at ctx's deadline). Cancelling it while
+// the server reads the closed history is what wedges the dev server's single SQLite connection
+// ("interrupted (9)", docs/adr/0004-result-polls.md).
 func wait(ctx context.Context, run client.WorkflowRun, posted <-chan activities.TransferOutcome) (activities.TransferOutcome, error) {
 	var out activities.TransferOutcome
 	if ctx.Err() != nil || posted == nil { // a caller already gone, or no worker in this process
 		return out, run.Get(ctx, &out)
+	}
+	grace := time.NewTimer(localGrace)
+	defer grace.Stop()
+	select {
+	case out := <-posted:
+		return out, nil
+	case <-ctx.Done():
+		return out, ctx.Err()
+	case <-grace.C:
 	}
 	type result struct {
 		out activities.TransferOutcome
