@@ -154,29 +154,35 @@ func wait(ctx context.Context, run client.WorkflowRun, posted <-chan activities.
 		return out, ctx.Err()
 	case <-grace.C:
 	}
-	type result struct {
-		out activities.TransferOutcome
-		err error
-	}
-	pollCtx, cancel := context.WithoutCancel(ctx), func() {}
-	if deadline, ok := ctx.Deadline(); ok {
-		pollCtx, cancel = context.WithDeadline(pollCtx, deadline)
-	}
-	done := make(chan result, 1)
-	go func() {
-		defer cancel()
-		var r result
-		r.err = run.Get(pollCtx, &r.out)
-		done <- r
-	}()
 	select {
 	case out := <-posted:
 		return out, nil
-	case r := <-done:
+	case r := <-poll(ctx, run):
 		return r.out, r.err
 	case <-ctx.Done(): // the poll has the same deadline; this is the caller going away
 		return out, ctx.Err()
 	}
+}
+
+type polled struct {
+	out activities.TransferOutcome
+	err error
+}
+
+// poll gets run's result in the background, with ctx's deadline but not its cancellation.
+func poll(ctx context.Context, run client.WorkflowRun) <-chan polled {
+	pollCtx, cancel := context.WithoutCancel(ctx), func() {}
+	if deadline, ok := ctx.Deadline(); ok {
+		pollCtx, cancel = context.WithDeadline(pollCtx, deadline)
+	}
+	done := make(chan polled, 1)
+	go func() {
+		defer cancel()
+		var r polled
+		r.err = run.Get(pollCtx, &r.out)
+		done <- r
+	}()
+	return done
 }
 
 func (s *Service) input(r Request, transferID string) activities.TransferInput {
