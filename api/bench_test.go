@@ -14,7 +14,7 @@ import (
 )
 
 // BenchmarkTransferSequential is one client sending new transfers through HTTP, one at a time,
-// against the tuned in-memory dev server: the latency a caller sees for a new transfer.
+// against the tuned dev server the tests start: the latency a caller sees for a new transfer.
 func BenchmarkTransferSequential(b *testing.B) {
 	_, key := env.Owner(b)
 	from, to := env.Account(b, key, "USD"), env.Account(b, key, "USD")
