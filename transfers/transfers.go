@@ -102,7 +102,11 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 
 	waitCtx, cancelWait := context.WithTimeout(ctx, s.SyncWait)
 	defer cancelWait()
-	out, err := wait(waitCtx, run, posted)
+	grace := time.Duration(0) // a duplicate's posting may have committed before it listened
+	if created {
+		grace = localGrace
+	}
+	out, err := wait(waitCtx, run, posted, grace)
 	// The server may report the deadline a moment before waitCtx itself expires.
 	var deadline *serviceerror.DeadlineExceeded
 	timedOut := waitCtx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline)
@@ -129,30 +133,34 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	}
 }
 
-// localGrace is how long wait listens only for the posting in this process before it also
-// polls Temporal for the workflow's result. Under serve the posting nearly always runs here
-// (eager start), within milliseconds when the machine is not overloaded, so most transfers cost
-// no result poll at all. A run elsewhere is answered up to localGrace later.
+// localGrace is how long the request that started a transfer listens only for the posting in
+// this process before it also polls Temporal for the workflow's result. Under serve the posting
+// nearly always runs here (eager start), within milliseconds when the machine is not
+// overloaded, so most transfers cost no result poll at all. A run elsewhere is answered up to
+// localGrace later. A duplicate polls at once: the posting it waits for may have committed
+// before it began to listen.
 const localGrace = time.Second
 
 // wait returns the workflow's result, or the posting's outcome if this process hears of it
-// first. A result poll, once started, is never cancelled because the posting answered: it ends
+// first; for grace it listens only for the posting. A result poll, once started, is never cancelled because the posting answered: it ends
 // by itself, moments later when the workflow closes (or at ctx's deadline). Cancelling it while
 // the server reads the closed history is what wedges the dev server's single SQLite connection
 // ("interrupted (9)", docs/adr/0004-result-polls.md).
-func wait(ctx context.Context, run client.WorkflowRun, posted <-chan activities.TransferOutcome) (activities.TransferOutcome, error) {
+func wait(ctx context.Context, run client.WorkflowRun, posted <-chan activities.TransferOutcome, grace time.Duration) (activities.TransferOutcome, error) {
 	var out activities.TransferOutcome
 	if ctx.Err() != nil || posted == nil { // a caller already gone, or no worker in this process
 		return out, run.Get(ctx, &out)
 	}
-	grace := time.NewTimer(localGrace)
-	defer grace.Stop()
-	select {
-	case out := <-posted:
-		return out, nil
-	case <-ctx.Done():
-		return out, ctx.Err()
-	case <-grace.C:
+	if grace > 0 {
+		timer := time.NewTimer(grace)
+		defer timer.Stop()
+		select {
+		case out := <-posted:
+			return out, nil
+		case <-ctx.Done():
+			return out, ctx.Err()
+		case <-timer.C:
+		}
 	}
 	select {
 	case out := <-posted:

@@ -35,7 +35,7 @@ func TestWaitAnswersFromThePostingWithoutAPoll(t *testing.T) {
 	run := &pollingRun{polling: make(chan struct{}), close: make(chan struct{})}
 	posted := make(chan activities.TransferOutcome, 1)
 	posted <- activities.TransferOutcome{Status: "completed"}
-	out, err := wait(context.Background(), run, posted)
+	out, err := wait(context.Background(), run, posted, localGrace)
 	if err != nil || out.Status != "completed" {
 		t.Fatalf("got %+v, %v; want the posting's outcome", out, err)
 	}
@@ -59,7 +59,7 @@ func TestWaitLeavesTheResultPollRunning(t *testing.T) {
 		<-run.polling // the poll is under way...
 		posted <- activities.TransferOutcome{}
 	}()
-	if _, err := wait(ctx, run, posted); err != nil {
+	if _, err := wait(ctx, run, posted, localGrace); err != nil {
 		t.Fatal(err)
 	}
 	cancel() // as Submit does when it returns
