@@ -64,7 +64,7 @@ func (s *Server) createAccount(c echo.Context) error {
 		return problem.KeyReused()
 	}
 	if err != nil {
-		return err
+		return problem.Unavailable("the database cannot take the account now; retry with the same Idempotency-Key", err)
 	}
 	return respond(c, answer, replayed)
 }

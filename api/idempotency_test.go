@@ -230,6 +230,43 @@ func TestAnswersThatAreNotStored(t *testing.T) {
 	moved(t, from, to, 960, 40, 4)
 }
 
+// A PostgreSQL that answers reads but refuses writes, as an old primary does during a failover:
+// both routes answer 503 with Retry-After, store nothing, and the same keys work afterwards.
+func TestDatabaseThatCannotWriteIsUnavailable(t *testing.T) {
+	_, key, from, to := fundedPair(t, 1_000)
+	cfg, err := pgxpool.ParseConfig(env.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	readOnly, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(readOnly.Close)
+	failing := env.With(t, testenv.Options{DB: readOnly})
+	before := len(env.Do(t, "GET", "/v1/accounts", key, "", "").JSON(t)["data"].([]any))
+	for _, r := range []testenv.Response{
+		failing.Do(t, "POST", "/v1/accounts", key, "ro-account", `{"currency":"USD"}`),
+		failing.Do(t, "POST", "/v1/transfers", key, "ro-transfer", transferBody(from, to, 10)),
+	} {
+		if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || problemType(t, r) != "service-unavailable" {
+			t.Fatalf("read-only PostgreSQL: %d %s", r.Status, r.Body)
+		}
+	}
+	moved(t, from, to, 1_000, 0, 0)
+	if n := len(env.Do(t, "GET", "/v1/accounts", key, "", "").JSON(t)["data"].([]any)); n != before {
+		t.Fatalf("%d accounts after the refused opening, want %d", n, before)
+	}
+	if r := env.Do(t, "POST", "/v1/accounts", key, "ro-account", `{"currency":"USD"}`); r.Status != http.StatusCreated {
+		t.Fatalf("account again: %d %s", r.Status, r.Body)
+	}
+	if r := env.Do(t, "POST", "/v1/transfers", key, "ro-transfer", transferBody(from, to, 10)); r.Status != http.StatusCreated {
+		t.Fatalf("transfer again: %d %s", r.Status, r.Body)
+	}
+	moved(t, from, to, 990, 10, 1)
+}
+
 // Row 6: at least 50 concurrent duplicates make one execution and one posting.
 func TestConcurrentDuplicatesMoveMoneyOnce(t *testing.T) {
 	const n = 50

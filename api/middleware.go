@@ -36,6 +36,9 @@ const (
 	ctxOwner     = "owner_id"
 	ctxBody      = "body"
 	ctxRequestID = "request_id"
+	// The transfer a request submitted, for its log line.
+	ctxWorkflowID = "workflow_id"
+	ctxTransferID = "transfer_id"
 )
 
 // observe gives each request an id, then logs and counts it once it is answered.
@@ -67,8 +70,8 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		attrs := []any{"request_id", id, "method", c.Request().Method, "route", route, "status", status,
 			"duration_ms", float64(time.Since(start).Microseconds()) / 1000, "owner_id", c.Get(ctxOwner)}
-		if wf := c.Response().Header().Get("X-Workflow-Id"); wf != "" {
-			attrs = append(attrs, "workflow_id", wf, "transfer_id", c.Response().Header().Get("X-Transfer-Id"))
+		if wf := c.Get(ctxWorkflowID); wf != nil {
+			attrs = append(attrs, "workflow_id", wf, "transfer_id", c.Get(ctxTransferID))
 		}
 		s.Log.InfoContext(c.Request().Context(), "request", attrs...)
 		return nil

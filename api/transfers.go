@@ -119,9 +119,8 @@ func (s *Server) createTransfer(c echo.Context) error {
 		AmountMinor: amount, Currency: req.Currency, Description: req.Description,
 	})
 	if answer.TransferID != "" { // for the request log
-		h := c.Response().Header()
-		h.Set("X-Workflow-Id", scope.WorkflowID())
-		h.Set("X-Transfer-Id", answer.TransferID)
+		c.Set(ctxWorkflowID, scope.WorkflowID())
+		c.Set(ctxTransferID, answer.TransferID)
 	}
 	if err != nil {
 		return err
