@@ -40,14 +40,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func transferBody(from, to string, amount int64) string {
-	return fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":%d,"currency":"USD","description":"rent"}`, from, to, amount)
-}
-
 func TestTransferMovesMoneyOnceAndDuplicateReplays(t *testing.T) {
 	ownerID, key, from, to := fundedPair(t, 10_000)
 
-	first := env.Do(t, "POST", "/v1/transfers", key, "order-1", transferBody(from, to, 2_500))
+	first := env.Do(t, "POST", "/v1/transfers", key, "order-1", testenv.TransferBody(from, to, 2_500))
 	if first.Status != http.StatusCreated {
 		t.Fatalf("first: %d %s", first.Status, first.Body)
 	}
@@ -100,13 +96,13 @@ func TestTransferMovesMoneyOnceAndDuplicateReplays(t *testing.T) {
 func TestInsufficientFundsIsAStoredRejection(t *testing.T) {
 	_, key, from, to := fundedPair(t, 100)
 
-	first := env.Do(t, "POST", "/v1/transfers", key, "too-much", transferBody(from, to, 101))
+	first := env.Do(t, "POST", "/v1/transfers", key, "too-much", testenv.TransferBody(from, to, 101))
 	p := first.JSON(t)
 	if first.Status != http.StatusUnprocessableEntity || p["type"] != "/problems/insufficient-funds" || p["transfer_id"] == nil ||
 		!strings.HasPrefix(first.Header.Get("Content-Type"), "application/problem+json") {
 		t.Fatalf("got %d %s", first.Status, first.Body)
 	}
-	again := env.Do(t, "POST", "/v1/transfers", key, "too-much", transferBody(from, to, 101))
+	again := env.Do(t, "POST", "/v1/transfers", key, "too-much", testenv.TransferBody(from, to, 101))
 	if again.Status != first.Status || string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("rejection not replayed: %d %s", again.Status, again.Body)
 	}
@@ -128,18 +124,18 @@ func TestInsufficientFundsIsAStoredRejection(t *testing.T) {
 
 func TestKeyReusedWithAnotherBodyExecutesNothing(t *testing.T) {
 	_, key, from, to := fundedPair(t, 1_000)
-	first := env.Do(t, "POST", "/v1/transfers", key, "k", transferBody(from, to, 100))
+	first := env.Do(t, "POST", "/v1/transfers", key, "k", testenv.TransferBody(from, to, 100))
 	if first.Status != http.StatusCreated {
 		t.Fatalf("first: %d %s", first.Status, first.Body)
 	}
-	other := env.Do(t, "POST", "/v1/transfers", key, "k", transferBody(from, to, 200))
+	other := env.Do(t, "POST", "/v1/transfers", key, "k", testenv.TransferBody(from, to, 200))
 	if other.Status != http.StatusUnprocessableEntity || other.JSON(t)["type"] != "/problems/idempotency-key-reused" {
 		t.Fatalf("got %d %s", other.Status, other.Body)
 	}
 	if env.Balance(t, from) != 900 || env.Balance(t, to) != 100 {
 		t.Fatal("the reused key moved money")
 	}
-	again := env.Do(t, "POST", "/v1/transfers", key, "k", transferBody(from, to, 100))
+	again := env.Do(t, "POST", "/v1/transfers", key, "k", testenv.TransferBody(from, to, 100))
 	if string(again.Body) != string(first.Body) {
 		t.Fatal("the original no longer replays")
 	}
@@ -156,7 +152,7 @@ func TestOwnersAreIsolated(t *testing.T) {
 		t.Fatalf("another owner's account: %d", r.Status)
 	}
 	// Mallory cannot spend from Alice's account, and learns nothing about it.
-	r := env.Do(t, "POST", "/v1/transfers", mallory, "steal", transferBody(a1, m1, 500))
+	r := env.Do(t, "POST", "/v1/transfers", mallory, "steal", testenv.TransferBody(a1, m1, 500))
 	if r.Status != http.StatusNotFound || r.JSON(t)["type"] != "/problems/not-found" {
 		t.Fatalf("spending another owner's account: %d %s", r.Status, r.Body)
 	}
@@ -164,7 +160,7 @@ func TestOwnersAreIsolated(t *testing.T) {
 		t.Fatal("money moved")
 	}
 	// Alice may pay Mallory; Mallory then sees the transfer, a stranger does not.
-	r = env.Do(t, "POST", "/v1/transfers", alice, "pay", transferBody(a1, m1, 300))
+	r = env.Do(t, "POST", "/v1/transfers", alice, "pay", testenv.TransferBody(a1, m1, 300))
 	if r.Status != http.StatusCreated {
 		t.Fatalf("pay: %d %s", r.Status, r.Body)
 	}
@@ -197,18 +193,18 @@ func TestBadInputChangesNothing(t *testing.T) {
 		status           int
 		slug             string
 	}{
-		{"no key", "", transferBody(from, to, 1), 400, "missing-idempotency-key"},
-		{"key with space", "a b", transferBody(from, to, 1), 400, "invalid-idempotency-key"},
-		{"zero", "z", transferBody(from, to, 0), 400, "invalid-request"},
-		{"too big", "big", transferBody(from, to, 1_000_000_000_000_001), 400, "invalid-request"},
+		{"no key", "", testenv.TransferBody(from, to, 1), 400, "missing-idempotency-key"},
+		{"key with space", "a b", testenv.TransferBody(from, to, 1), 400, "invalid-idempotency-key"},
+		{"zero", "z", testenv.TransferBody(from, to, 0), 400, "invalid-request"},
+		{"too big", "big", testenv.TransferBody(from, to, 1_000_000_000_000_001), 400, "invalid-request"},
 		{"float", "f", fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":1.5,"currency":"USD"}`, from, to), 400, "invalid-request"},
 		{"string amount", "s", fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":"1","currency":"USD"}`, from, to), 400, "invalid-request"},
-		{"same account", "same", transferBody(from, from, 1), 400, "invalid-request"},
-		{"lower-case currency", "cur", strings.Replace(transferBody(from, to, 1), "USD", "usd", 1), 400, "invalid-request"},
-		{"unknown field", "uf", strings.Replace(transferBody(from, to, 1), `"rent"`, `"rent","memo":"x"`, 1), 400, "invalid-request"},
+		{"same account", "same", testenv.TransferBody(from, from, 1), 400, "invalid-request"},
+		{"lower-case currency", "cur", strings.Replace(testenv.TransferBody(from, to, 1), "USD", "usd", 1), 400, "invalid-request"},
+		{"unknown field", "uf", strings.Replace(testenv.TransferBody(from, to, 1), `"rent"`, `"rent","memo":"x"`, 1), 400, "invalid-request"},
 		{"not json", "nj", `{"from_account_id":`, 400, "invalid-request"},
-		{"unknown account", "ua", transferBody(from, "acc_nope", 1), 404, "not-found"},
-		{"currency mismatch", "cm", transferBody(from, eur, 1), 422, "currency-mismatch"},
+		{"unknown account", "ua", testenv.TransferBody(from, "acc_nope", 1), 404, "not-found"},
+		{"currency mismatch", "cm", testenv.TransferBody(from, eur, 1), 422, "currency-mismatch"},
 		{"too large", "tl", `{"description":"` + strings.Repeat("x", 70_000) + `"}`, 413, "payload-too-large"},
 	}
 	for _, c := range cases {
@@ -224,7 +220,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		t.Fatal("bad input moved money")
 	}
 	// Nothing was stored: the same key with a corrected body works.
-	r := env.Do(t, "POST", "/v1/transfers", key, "cm", transferBody(from, to, 10))
+	r := env.Do(t, "POST", "/v1/transfers", key, "cm", testenv.TransferBody(from, to, 10))
 	if r.Status != http.StatusCreated || env.Balance(t, to) != 10 {
 		t.Fatalf("corrected body: %d %s", r.Status, r.Body)
 	}

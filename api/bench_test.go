@@ -11,6 +11,8 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/payments/payments/internal/testenv"
 )
 
 // BenchmarkTransferSequential is one client sending new transfers through HTTP, one at a time,
@@ -22,7 +24,7 @@ func BenchmarkTransferSequential(b *testing.B) {
 	run := time.Now().UnixNano()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		r := env.Do(b, "POST", "/v1/transfers", key, fmt.Sprintf("bench-%d-%d", run, i), transferBody(from, to, 1))
+		r := env.Do(b, "POST", "/v1/transfers", key, fmt.Sprintf("bench-%d-%d", run, i), testenv.TransferBody(from, to, 1))
 		if r.Status != http.StatusCreated {
 			b.Fatalf("%d %s", r.Status, r.Body)
 		}
@@ -34,10 +36,10 @@ func BenchmarkReplaySequential(b *testing.B) {
 	_, key := env.Owner(b)
 	from, to := env.Account(b, key, "USD"), env.Account(b, key, "USD")
 	env.Fund(b, from, 10)
-	env.Do(b, "POST", "/v1/transfers", key, "replayed", transferBody(from, to, 1))
+	env.Do(b, "POST", "/v1/transfers", key, "replayed", testenv.TransferBody(from, to, 1))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if r := env.Do(b, "POST", "/v1/transfers", key, "replayed", transferBody(from, to, 1)); r.Status != http.StatusCreated {
+		if r := env.Do(b, "POST", "/v1/transfers", key, "replayed", testenv.TransferBody(from, to, 1)); r.Status != http.StatusCreated {
 			b.Fatalf("%d", r.Status)
 		}
 	}

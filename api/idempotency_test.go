@@ -95,7 +95,7 @@ func sameAnswer(t *testing.T, first, again testenv.Response) {
 // Row 1: the header itself.
 func TestIdempotencyKeyHeader(t *testing.T) {
 	ownerID, key, from, to := fundedPair(t, 1_000)
-	body := transferBody(from, to, 10)
+	body := testenv.TransferBody(from, to, 10)
 	for _, c := range []struct {
 		name   string
 		values []string
@@ -147,8 +147,8 @@ func TestIdempotencyKeyHeader(t *testing.T) {
 func TestKeyScopeIsOwnerAndRoute(t *testing.T) {
 	aliceID, alice, a1, a2 := fundedPair(t, 1_000)
 	bobID, bob, b1, b2 := fundedPair(t, 1_000)
-	ra := env.Do(t, "POST", "/v1/transfers", alice, "shared", transferBody(a1, a2, 100))
-	rb := env.Do(t, "POST", "/v1/transfers", bob, "shared", transferBody(b1, b2, 100))
+	ra := env.Do(t, "POST", "/v1/transfers", alice, "shared", testenv.TransferBody(a1, a2, 100))
+	rb := env.Do(t, "POST", "/v1/transfers", bob, "shared", testenv.TransferBody(b1, b2, 100))
 	if ra.Status != http.StatusCreated || rb.Status != http.StatusCreated || rb.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("alice %d %s / bob %d %s", ra.Status, ra.Body, rb.Status, rb.Body)
 	}
@@ -168,10 +168,10 @@ func TestKeyReusedWhileTheFirstIsRunning(t *testing.T) {
 	_, key, from, to := fundedPair(t, 1_000)
 	release := env.Hold(t, from)
 	first := make(chan testenv.Response, 1)
-	go func() { first <- env.Do(t, "POST", "/v1/transfers", key, "k", transferBody(from, to, 100)) }()
+	go func() { first <- env.Do(t, "POST", "/v1/transfers", key, "k", testenv.TransferBody(from, to, 100)) }()
 	testenv.WaitFor(t, "the first posting to wait for the held account", func() bool { return env.Waiting(t) > 0 })
 
-	other := env.Do(t, "POST", "/v1/transfers", key, "k", transferBody(from, to, 999))
+	other := env.Do(t, "POST", "/v1/transfers", key, "k", testenv.TransferBody(from, to, 999))
 	if other.Status != http.StatusUnprocessableEntity || problemType(t, other) != "idempotency-key-reused" {
 		t.Fatalf("reused while running: %d %s", other.Status, other.Body)
 	}
@@ -180,14 +180,14 @@ func TestKeyReusedWhileTheFirstIsRunning(t *testing.T) {
 	if r.Status != http.StatusCreated {
 		t.Fatalf("first: %d %s", r.Status, r.Body)
 	}
-	sameAnswer(t, r, env.Do(t, "POST", "/v1/transfers", key, "k", transferBody(from, to, 100)))
+	sameAnswer(t, r, env.Do(t, "POST", "/v1/transfers", key, "k", testenv.TransferBody(from, to, 100)))
 	moved(t, from, to, 900, 100, 1)
 }
 
 // Row 5: answers that are not stored; the key can be used again afterwards.
 func TestAnswersThatAreNotStored(t *testing.T) {
 	_, key, from, to := fundedPair(t, 1_000)
-	unauthorized := env.Request(t, "POST", "/v1/transfers", "pk_wrong", transferBody(from, to, 10))
+	unauthorized := env.Request(t, "POST", "/v1/transfers", "pk_wrong", testenv.TransferBody(from, to, 10))
 	unauthorized.Header.Set("Idempotency-Key", "ns-401")
 	if r := testenv.Send(t, unauthorized); r.Status != http.StatusUnauthorized {
 		t.Fatalf("401: %d %s", r.Status, r.Body)
@@ -203,7 +203,7 @@ func TestAnswersThatAreNotStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(deadDB.Close)
-	r := env.With(t, testenv.Options{DB: deadDB}).Do(t, "POST", "/v1/transfers", key, "ns-503-db", transferBody(from, to, 999))
+	r := env.With(t, testenv.Options{DB: deadDB}).Do(t, "POST", "/v1/transfers", key, "ns-503-db", testenv.TransferBody(from, to, 999))
 	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("PostgreSQL down: %d %s", r.Status, r.Body)
 	}
@@ -216,14 +216,14 @@ func TestAnswersThatAreNotStored(t *testing.T) {
 	}
 	t.Cleanup(deadTemporal.Close)
 	r = env.With(t, testenv.Options{Temporal: deadTemporal, SyncWait: time.Second}).
-		Do(t, "POST", "/v1/transfers", key, "ns-503-temporal", transferBody(from, to, 10))
+		Do(t, "POST", "/v1/transfers", key, "ns-503-temporal", testenv.TransferBody(from, to, 10))
 	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("Temporal down: %d %s", r.Status, r.Body)
 	}
 	moved(t, from, to, 1_000, 0, 0)
 
 	for _, k := range []string{"ns-401", "ns-413", "ns-503-db", "ns-503-temporal"} {
-		if r := env.Do(t, "POST", "/v1/transfers", key, k, transferBody(from, to, 10)); r.Status != http.StatusCreated {
+		if r := env.Do(t, "POST", "/v1/transfers", key, k, testenv.TransferBody(from, to, 10)); r.Status != http.StatusCreated {
 			t.Fatalf("%s again: %d %s", k, r.Status, r.Body)
 		}
 	}
@@ -248,7 +248,7 @@ func TestDatabaseThatCannotWriteIsUnavailable(t *testing.T) {
 	before := len(env.Do(t, "GET", "/v1/accounts", key, "", "").JSON(t)["data"].([]any))
 	for _, r := range []testenv.Response{
 		failing.Do(t, "POST", "/v1/accounts", key, "ro-account", `{"currency":"USD"}`),
-		failing.Do(t, "POST", "/v1/transfers", key, "ro-transfer", transferBody(from, to, 10)),
+		failing.Do(t, "POST", "/v1/transfers", key, "ro-transfer", testenv.TransferBody(from, to, 10)),
 	} {
 		if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || problemType(t, r) != "service-unavailable" {
 			t.Fatalf("read-only PostgreSQL: %d %s", r.Status, r.Body)
@@ -261,7 +261,7 @@ func TestDatabaseThatCannotWriteIsUnavailable(t *testing.T) {
 	if r := env.Do(t, "POST", "/v1/accounts", key, "ro-account", `{"currency":"USD"}`); r.Status != http.StatusCreated {
 		t.Fatalf("account again: %d %s", r.Status, r.Body)
 	}
-	if r := env.Do(t, "POST", "/v1/transfers", key, "ro-transfer", transferBody(from, to, 10)); r.Status != http.StatusCreated {
+	if r := env.Do(t, "POST", "/v1/transfers", key, "ro-transfer", testenv.TransferBody(from, to, 10)); r.Status != http.StatusCreated {
 		t.Fatalf("transfer again: %d %s", r.Status, r.Body)
 	}
 	moved(t, from, to, 990, 10, 1)
@@ -277,7 +277,7 @@ func TestConcurrentDuplicatesMoveMoneyOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			req := env.Request(t, "POST", "/v1/transfers", key, transferBody(from, to, 300))
+			req := env.Request(t, "POST", "/v1/transfers", key, testenv.TransferBody(from, to, 300))
 			req.Header.Set("Idempotency-Key", "dup")
 			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { written.Add(1) }}
 			answers[i] = testenv.Send(t, req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
@@ -303,7 +303,7 @@ func TestDuplicateOfARunningTransferConflicts(t *testing.T) {
 	_, key, from, to := fundedPair(t, 1_000)
 	quick := env.With(t, testenv.Options{SyncWait: 300 * time.Millisecond})
 	release := env.Hold(t, from)
-	body := transferBody(from, to, 250)
+	body := testenv.TransferBody(from, to, 250)
 
 	first := quick.Do(t, "POST", "/v1/transfers", key, "slow", body)
 	if first.Status != http.StatusAccepted || first.JSON(t)["status"] != "pending" || first.Header.Get("Location") == "" {
@@ -335,7 +335,7 @@ func TestDuplicateOfARunningTransferConflicts(t *testing.T) {
 func TestClientThatHangsUpGetsTheResultOnRetry(t *testing.T) {
 	_, key, from, to := fundedPair(t, 1_000)
 	release := env.Hold(t, from)
-	body := transferBody(from, to, 400)
+	body := testenv.TransferBody(from, to, 400)
 	ctx, hangUp := context.WithCancel(context.Background())
 	req := env.Request(t, "POST", "/v1/transfers", key, body)
 	req.Header.Set("Idempotency-Key", "hang-up")
@@ -360,7 +360,7 @@ func TestSubmissionOutlivesItsClient(t *testing.T) {
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
 	scope := idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteTransfers, Key: "gone"}
-	fp, _ := idempotency.Fingerprint(scope.Route, []byte(transferBody(from, to, 70)))
+	fp, _ := idempotency.Fingerprint(scope.Route, []byte(testenv.TransferBody(from, to, 70)))
 	_, err := env.Transfers.Submit(gone, transfers.Request{Scope: scope, Fingerprint: fp,
 		From: from, To: to, AmountMinor: 70, Currency: "USD"})
 	if err == nil {
@@ -377,7 +377,7 @@ func TestFailedRunIsRunAgainByTheSameKey(t *testing.T) {
 	ownerID, key, from, to := fundedPair(t, 1_000)
 	impatient := env.With(t, testenv.Options{RetryFor: time.Second})
 	release := env.Hold(t, from) // the posting cannot get its locks until the run gives up
-	body := transferBody(from, to, 500)
+	body := testenv.TransferBody(from, to, 500)
 
 	failed := impatient.Do(t, "POST", "/v1/transfers", key, "fails", body)
 	if failed.Status != http.StatusInternalServerError || problemType(t, failed) != "transfer-failed" {
@@ -411,27 +411,27 @@ func TestFailedRunIsRunAgainByTheSameKey(t *testing.T) {
 func TestExpiredKeyIsNewAfterCleanup(t *testing.T) {
 	ownerID, key, from, to := fundedPair(t, 1_000)
 	shortLived := env.With(t, testenv.Options{TTL: time.Millisecond})
-	first := shortLived.Do(t, "POST", "/v1/transfers", key, "ttl", transferBody(from, to, 100))
+	first := shortLived.Do(t, "POST", "/v1/transfers", key, "ttl", testenv.TransferBody(from, to, 100))
 	if first.Status != http.StatusCreated {
 		t.Fatalf("first: %d %s", first.Status, first.Body)
 	}
-	kept := env.Do(t, "POST", "/v1/transfers", key, "kept", transferBody(from, to, 1)) // 24 h TTL
+	kept := env.Do(t, "POST", "/v1/transfers", key, "kept", testenv.TransferBody(from, to, 1)) // 24 h TTL
 	// Past its TTL but not yet cleaned up: still replayed (the TTL is a minimum).
-	sameAnswer(t, first, env.Do(t, "POST", "/v1/transfers", key, "ttl", transferBody(from, to, 100)))
+	sameAnswer(t, first, env.Do(t, "POST", "/v1/transfers", key, "ttl", testenv.TransferBody(from, to, 100)))
 
 	if res := env.RunCleanup(t); res.Deleted < 1 {
 		t.Fatalf("cleanup deleted %d records", res.Deleted)
 	}
 	wf := "transfer/" + ownerID + "/ttl"
-	sameAnswer(t, kept, env.Do(t, "POST", "/v1/transfers", key, "kept", transferBody(from, to, 1)))
+	sameAnswer(t, kept, env.Do(t, "POST", "/v1/transfers", key, "kept", testenv.TransferBody(from, to, 1)))
 
 	// The key is new: another body is a new transfer, under the same workflow ID.
-	second := env.Do(t, "POST", "/v1/transfers", key, "ttl", transferBody(from, to, 200))
+	second := env.Do(t, "POST", "/v1/transfers", key, "ttl", testenv.TransferBody(from, to, 200))
 	if second.Status != http.StatusCreated || second.Header.Get("Idempotent-Replayed") != "" ||
 		second.JSON(t)["id"] == first.JSON(t)["id"] || second.JSON(t)["workflow_id"] != wf {
 		t.Fatalf("after expiry: %d %s", second.Status, second.Body)
 	}
-	if again := env.Do(t, "POST", "/v1/transfers", key, "ttl", transferBody(from, to, 200)); again.Header.Get("Idempotent-Replayed") != "true" {
+	if again := env.Do(t, "POST", "/v1/transfers", key, "ttl", testenv.TransferBody(from, to, 200)); again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("the new use does not replay: %d %s", again.Status, again.Body)
 	}
 	if runs := env.Executions(t, wf); len(runs) != 2 {
@@ -480,10 +480,10 @@ func TestIdempotencyMetrics(t *testing.T) {
 	quick := env.With(t, testenv.Options{SyncWait: 100 * time.Millisecond})
 	before := metrics(t)
 
-	body := transferBody(from, to, 10)
-	env.Do(t, "POST", "/v1/transfers", key, "m-1", body)                       // new
-	env.Do(t, "POST", "/v1/transfers", key, "m-1", body)                       // replay
-	env.Do(t, "POST", "/v1/transfers", key, "m-1", transferBody(from, to, 11)) // reused
+	body := testenv.TransferBody(from, to, 10)
+	env.Do(t, "POST", "/v1/transfers", key, "m-1", body)                               // new
+	env.Do(t, "POST", "/v1/transfers", key, "m-1", body)                               // replay
+	env.Do(t, "POST", "/v1/transfers", key, "m-1", testenv.TransferBody(from, to, 11)) // reused
 	release := env.Hold(t, from)
 	pending := quick.Do(t, "POST", "/v1/transfers", key, "m-2", body)
 	inUse := quick.Do(t, "POST", "/v1/transfers", key, "m-2", body)
@@ -543,14 +543,14 @@ func TestAccountKeyContract(t *testing.T) {
 func TestOperatorQueriesFindTransfers(t *testing.T) {
 	ownerID, key, from, to := fundedPair(t, 100)
 	impatient := env.With(t, testenv.Options{RetryFor: time.Second})
-	if r := env.Do(t, "POST", "/v1/transfers", key, "q-ok", transferBody(from, to, 40)); r.Status != http.StatusCreated {
+	if r := env.Do(t, "POST", "/v1/transfers", key, "q-ok", testenv.TransferBody(from, to, 40)); r.Status != http.StatusCreated {
 		t.Fatalf("completed: %d", r.Status)
 	}
-	if r := env.Do(t, "POST", "/v1/transfers", key, "q-poor", transferBody(from, to, 1_000)); r.Status != http.StatusUnprocessableEntity {
+	if r := env.Do(t, "POST", "/v1/transfers", key, "q-poor", testenv.TransferBody(from, to, 1_000)); r.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("rejected: %d", r.Status)
 	}
 	release := env.Hold(t, from)
-	if r := impatient.Do(t, "POST", "/v1/transfers", key, "q-fail", transferBody(from, to, 10)); r.Status != http.StatusInternalServerError {
+	if r := impatient.Do(t, "POST", "/v1/transfers", key, "q-fail", testenv.TransferBody(from, to, 10)); r.Status != http.StatusInternalServerError {
 		t.Fatalf("failed: %d", r.Status)
 	}
 	release()

@@ -30,7 +30,7 @@ func sendAll(t *testing.T, apiKey string, ts []transfer, clients int) []testenv.
 		wg.Go(func() {
 			for i := range next {
 				answers[i] = env.Do(t, "POST", "/v1/transfers", apiKey, fmt.Sprintf("load-%d", i),
-					transferBody(ts[i].from, ts[i].to, ts[i].amount))
+					testenv.TransferBody(ts[i].from, ts[i].to, ts[i].amount))
 			}
 		})
 	}
@@ -149,7 +149,7 @@ func TestEntriesNewestFirstWithAStableCursor(t *testing.T) {
 	_, key, a, b := fundedPair(t, 1_000)
 	pay := func(amount int64) {
 		t.Helper()
-		if r := env.Do(t, "POST", "/v1/transfers", key, fmt.Sprintf("e-%d", amount), transferBody(a, b, amount)); r.Status != http.StatusCreated {
+		if r := env.Do(t, "POST", "/v1/transfers", key, fmt.Sprintf("e-%d", amount), testenv.TransferBody(a, b, amount)); r.Status != http.StatusCreated {
 			t.Fatalf("transfer: %d %s", r.Status, r.Body)
 		}
 	}

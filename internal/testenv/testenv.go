@@ -606,9 +606,9 @@ func (e *Env) FundedAccounts(t testing.TB, apiKey string, n int, amount int64) [
 	return ids
 }
 
-// TransferBody is a POST /v1/transfers body in USD.
+// TransferBody is a POST /v1/transfers body in USD, described as rent.
 func TransferBody(from, to string, amount int64) string {
-	return fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":%d,"currency":"USD"}`, from, to, amount)
+	return fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":%d,"currency":"USD","description":"rent"}`, from, to, amount)
 }
 
 // Pair picks two distinct indexes below n.
