@@ -52,10 +52,17 @@ bench: bin/payments
 	@mkdir -p .data
 	bin/payments bench --json .data/bench.json --watch-pid "$$(pgrep -d, -xf 'bin/payments serve')" $(BENCH_FLAGS)
 
-# A longer fuzzing session than the seed corpus `make test` runs.
-fuzz:
-	$(GO) test -run=^$$ -fuzz=FuzzParseKey -fuzztime=30s ./internal/idempotency/
-	$(GO) test -run=^$$ -fuzz=FuzzCanonical -fuzztime=30s ./internal/idempotency/
+# A longer fuzzing session than the seed corpus `make test` runs. FuzzAPI sends what it finds
+# through HTTP to a test environment (PostgreSQL, a dev server) that each fuzz worker starts:
+# one worker is enough.
+FUZZTIME ?= 30s
+fuzz: bin/temporal
+	$(GO) test -run=^$$ -fuzz=FuzzParseKey -fuzztime=$(FUZZTIME) ./internal/idempotency/
+	$(GO) test -run=^$$ -fuzz=FuzzCanonical -fuzztime=$(FUZZTIME) ./internal/idempotency/
+	$(GO) test -run=^$$ -fuzz=FuzzBodyRoundTrip -fuzztime=$(FUZZTIME) ./internal/idempotency/
+	$(GO) test -run=^$$ -fuzz=FuzzTransferDecoding -fuzztime=$(FUZZTIME) ./api/request/
+	$(GO) test -run=^$$ -fuzz=FuzzAccountDecoding -fuzztime=$(FUZZTIME) ./api/request/
+	$(GO) test -run=^$$ -fuzz=FuzzAPI -fuzztime=$(FUZZTIME) -parallel=1 ./api/
 
 clean:
 	rm -rf bin/payments

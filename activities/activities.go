@@ -27,8 +27,8 @@ type TransferInput struct {
 	OwnerID     string // with Route and Key: the idempotency scope whose response is stored
 	Route       string
 	Key         string
-	ReplayFor   time.Duration // how long the stored response is replayed
-	RetryFor    time.Duration // how long technical failures are retried before the run fails
+	ReplayFor   Duration // how long the stored response is replayed
+	RetryFor    Duration // how long technical failures are retried before the run fails
 }
 
 // Scope is the idempotency scope the transfer was requested in.
@@ -41,7 +41,7 @@ func (in TransferInput) Posting() ledger.Posting {
 	return ledger.Posting{
 		TransferID: in.TransferID, WorkflowID: in.WorkflowID,
 		From: in.From, To: in.To, AmountMinor: in.AmountMinor, Currency: in.Currency,
-		Description: in.Description, Scope: in.Scope(), ReplayFor: in.ReplayFor,
+		Description: in.Description, Scope: in.Scope(), ReplayFor: time.Duration(in.ReplayFor),
 	}
 }
 
@@ -52,18 +52,28 @@ type TransferOutcome struct {
 	Response idempotency.Response
 }
 
-// ErrTypeInvalidPosting marks an error no retry can fix; the workflow fails at once.
-const ErrTypeInvalidPosting = "InvalidPosting"
+// Error types no retry can fix; the workflow fails at once. InvalidPosting: the accounts cannot
+// take the transfer. Fenced: this run already gave up on the transfer (ledger.ErrFenced).
+const (
+	ErrTypeInvalidPosting = "InvalidPosting"
+	ErrTypeFenced         = "Fenced"
+)
 
 // Activities holds the dependencies of the activities.
 type Activities struct {
 	Ledger *ledger.Ledger
 	Posted *Posted // tells an API in this process of each posting; nil when there is none
+	Stale  StaleResolver
 }
 
 // PostTransfer posts the transfer and stores its response, once, however often it is called.
 func (a *Activities) PostTransfer(ctx context.Context, in TransferInput) (TransferOutcome, error) {
-	t, resp, err := a.Ledger.Post(ctx, in.Posting())
+	p := in.Posting()
+	p.RunID = activity.GetInfo(ctx).WorkflowExecution.RunID
+	t, resp, err := a.Ledger.Post(ctx, p)
+	if errors.Is(err, ledger.ErrFenced) {
+		return TransferOutcome{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeFenced, err)
+	}
 	if errors.Is(err, ledger.ErrInvalidPosting) {
 		return TransferOutcome{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidPosting, err)
 	}
@@ -79,7 +89,18 @@ func (a *Activities) PostTransfer(ctx context.Context, in TransferInput) (Transf
 }
 
 // MarkTransferFailed records that the workflow gave up on the transfer, so that reading it shows
-// why. It never undoes a completed or rejected transfer.
-func (a *Activities) MarkTransferFailed(ctx context.Context, transferID, reason string) error {
-	return a.Ledger.MarkFailed(ctx, transferID, reason)
+// reason, and returns what the ledger holds: "failed" with no answer, or, if the posting
+// committed after all (its deadline expired during the commit), the transfer's final outcome
+// and its stored answer. It never undoes a completed or rejected transfer.
+func (a *Activities) MarkTransferFailed(ctx context.Context, transferID, reason string) (TransferOutcome, error) {
+	t, err := a.Ledger.MarkFailed(ctx, transferID, activity.GetInfo(ctx).WorkflowExecution.RunID, reason)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return TransferOutcome{Status: ledger.StatusFailed}, nil
+	}
+	if err != nil || !ledger.Final(t.Status) {
+		return TransferOutcome{Status: t.Status}, err
+	}
+	scope, _ := idempotency.ScopeOf(t.WorkflowID)
+	_, resp, err := ledger.StoredResponse(ctx, a.Ledger.DB, scope, t)
+	return TransferOutcome{Status: t.Status, Response: resp}, err
 }

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 
@@ -27,4 +28,23 @@ func (a *Activities) DeleteExpiredRecords(ctx context.Context) (CleanupResult, e
 		}
 		activity.RecordHeartbeat(ctx, res)
 	}
+}
+
+// StaleResult is what one recovery pass did with the transfers left pending.
+type StaleResult struct {
+	Started int // claims whose workflow never started: started now
+	Failed  int // runs that ended without posting: their transfers marked failed
+	Running int // runs still open: left to finish
+	Skipped int // transfers under no idempotency scope: for reconcile to report
+}
+
+// StaleResolver resolves the transfers pending for longer than olderThan (transfers.Service).
+type StaleResolver interface {
+	ResolveStale(ctx context.Context, olderThan time.Duration) (StaleResult, error)
+}
+
+// ResolveStaleTransfers resolves the transfers whose claims have been pending for longer than
+// olderThan: no claim stays pending for ever.
+func (a *Activities) ResolveStaleTransfers(ctx context.Context, olderThan Duration) (StaleResult, error) {
+	return a.Stale.ResolveStale(ctx, time.Duration(olderThan))
 }

@@ -9,32 +9,22 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/payments/payments/api/request"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/problem"
 )
 
-type createAccountRequest struct {
-	Currency string `json:"currency"`
-	Name     string `json:"name"`
-}
-
 // createAccount opens an account. The account, its idempotency record and the stored response
 // are written in one transaction: a duplicate waits on the first one's row lock, then replays.
 func (s *Server) createAccount(c echo.Context) error {
 	ctx := c.Request().Context()
-	scope, fp, err := s.keyAndFingerprint(c, idempotency.RouteAccounts)
+	scope, err := idempotencyScope(c, idempotency.RouteAccounts)
 	if err != nil {
 		return err
 	}
-	var req createAccountRequest
-	if err := decode(body(c), &req); err != nil {
-		return err
-	}
-	var f fields
-	f.currency(req.Currency)
-	f.text("name", req.Name, 100)
-	if err := f.err(); err != nil {
+	req, fp, err := request.DecodeAccount(body(c))
+	if err != nil {
 		return err
 	}
 
@@ -60,11 +50,8 @@ func (s *Server) createAccount(c echo.Context) error {
 		answer = idempotency.Response{Status: http.StatusCreated, ContentType: "application/json", Location: "/v1/accounts/" + acc.ID, Body: b}
 		return idempotency.Complete(ctx, tx, scope, answer, s.TTL)
 	})
-	if errors.Is(err, idempotency.ErrReused) {
-		return problem.KeyReused()
-	}
 	if err != nil {
-		return problem.Unavailable("the database cannot take the account now; retry with the same Idempotency-Key", err)
+		return err
 	}
 	return respond(c, answer, replayed)
 }
@@ -79,21 +66,16 @@ func (s *Server) listAccounts(c echo.Context) error {
 
 func (s *Server) getAccount(c echo.Context) error {
 	acc, err := s.Ledger.Account(c.Request().Context(), owner(c), c.Param("id"))
-	if errors.Is(err, ledger.ErrNotFound) {
-		return problem.NotFound("account")
-	}
 	if err != nil {
-		return err
+		return notFound(err, "account")
 	}
 	return c.JSON(http.StatusOK, acc)
 }
 
 func (s *Server) listEntries(c echo.Context) error {
 	ctx := c.Request().Context()
-	if _, err := s.Ledger.Account(ctx, owner(c), c.Param("id")); errors.Is(err, ledger.ErrNotFound) {
-		return problem.NotFound("account")
-	} else if err != nil {
-		return err
+	if _, err := s.Ledger.Account(ctx, owner(c), c.Param("id")); err != nil {
+		return notFound(err, "account")
 	}
 	limit := 50
 	if v := c.QueryParam("limit"); v != "" {

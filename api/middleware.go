@@ -6,8 +6,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -78,6 +80,22 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// recoverPanic turns a panic in a handler into a 500 problem for that request alone, with the
+// panic and its stack in the log, instead of a dropped connection.
+func recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+		}()
+		return next(c)
+	}
+}
+
 func requestID(c echo.Context) string {
 	id, _ := c.Get(ctxRequestID).(string)
 	return id
@@ -96,7 +114,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return problem.New(http.StatusUnauthorized, "unauthorized", "the API key is not valid")
 		}
 		if err != nil {
-			return problem.Unavailable("the database is unreachable; retry shortly", err)
+			return err
 		}
 		c.Set(ctxOwner, owner)
 		return next(c)

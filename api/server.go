@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -34,12 +35,28 @@ type Server struct {
 	Log       *slog.Logger
 }
 
+// NewHTTPServer returns the HTTP server for handler on addr, with the timeouts that keep slow or
+// idle clients from holding connections: a request must arrive whole within ReadTimeout (a
+// client trickling its headers or body is cut off), an answer may take PAYMENTS_SYNC_WAIT and
+// some, and an idle keep-alive connection is closed after IdleTimeout.
+func NewHTTPServer(addr string, handler http.Handler, syncWait time.Duration) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      syncWait + 30*time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
 // Handler returns the Echo instance serving every route.
 func (s *Server) Handler() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.writeError
-	e.Use(s.observe)
+	e.Use(s.observe, recoverPanic)
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.ready)
@@ -56,39 +73,37 @@ func (s *Server) Handler() *echo.Echo {
 	return e
 }
 
+// ready answers whether PostgreSQL and Temporal answer. It needs no key, so its body says only
+// which dependency is down; the driver's error (hosts, ports, names) goes to the log.
 func (s *Server) ready(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	checks := map[string]string{"postgres": "ok", "temporal": "ok"}
-	ok := true
+	var down []string
+	var causes []error
 	if err := s.DB.Ping(ctx); err != nil {
-		checks["postgres"], ok = err.Error(), false
+		checks["postgres"], down, causes = "unreachable", append(down, "PostgreSQL"), append(causes, err)
 	}
 	if _, err := s.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		checks["temporal"], ok = err.Error(), false
+		checks["temporal"], down, causes = "unreachable", append(down, "Temporal"), append(causes, err)
 	}
-	if !ok {
-		return problem.Unavailable("not ready: postgres "+checks["postgres"]+"; temporal "+checks["temporal"], nil)
+	if len(down) > 0 {
+		return problem.Unavailable("not ready: "+strings.Join(down, " and ")+" unreachable", errors.Join(causes...))
 	}
 	return c.JSON(http.StatusOK, checks)
 }
 
-// writeError answers every error as problem+json.
+// writeError answers every error as problem+json (problemFor decides which), logging the cause
+// of each 5xx.
 func (s *Server) writeError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	var p *problem.Problem
-	var he *echo.HTTPError
+	p := problemFor(err)
 	switch {
-	case errors.As(err, &p):
-	case errors.As(err, &he):
-		p = fromHTTPError(he)
-	default:
-		s.Log.ErrorContext(c.Request().Context(), "request failed", "err", err, "request_id", requestID(c))
-		p = problem.New(http.StatusInternalServerError, "internal-error", "an unexpected error occurred; it has been logged")
-	}
-	if p.Cause != nil {
+	case p.Status == http.StatusInternalServerError && p.Cause != nil:
+		s.Log.ErrorContext(c.Request().Context(), "request failed", "err", p.Cause, "request_id", requestID(c))
+	case p.Cause != nil:
 		s.Log.WarnContext(c.Request().Context(), "answered "+strconv.Itoa(p.Status), "err", p.Cause, "request_id", requestID(c))
 	}
 	countConflict(c, p)
@@ -99,16 +114,4 @@ func (s *Server) writeError(err error, c echo.Context) {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(p.RetryAfter))
 	}
 	_ = c.Blob(p.Status, problem.ContentType, p.Body())
-}
-
-// fromHTTPError maps the errors Echo's router raises itself; handlers return problems.
-func fromHTTPError(he *echo.HTTPError) *problem.Problem {
-	switch he.Code {
-	case http.StatusNotFound:
-		return problem.NotFound("route")
-	case http.StatusMethodNotAllowed:
-		return problem.New(he.Code, "method-not-allowed", "this route does not take that method")
-	default:
-		return problem.New(http.StatusInternalServerError, "internal-error", "an unexpected error occurred")
-	}
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/payments/payments/api/request"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/problem"
@@ -31,6 +31,7 @@ var (
 	}, []string{"outcome"})
 )
 
+// countConflict counts the answers of the idempotency contract that are not stored.
 func countConflict(c echo.Context, p *problem.Problem) {
 	switch p.Type {
 	case "/problems/idempotency-key-reused":
@@ -42,81 +43,60 @@ func countConflict(c echo.Context, p *problem.Problem) {
 	}
 }
 
-type createTransferRequest struct {
-	FromAccountID string          `json:"from_account_id"`
-	ToAccountID   string          `json:"to_account_id"`
-	AmountMinor   json.RawMessage `json:"amount_minor"`
-	Currency      string          `json:"currency"`
-	Description   string          `json:"description"`
-}
-
-// keyAndFingerprint reads the Idempotency-Key and fingerprints the body; a duplicate of a
-// finished request is answered from here without further work.
-func (s *Server) keyAndFingerprint(c echo.Context, route string) (idempotency.Scope, []byte, error) {
+// idempotencyScope reads the Idempotency-Key of a POST under route.
+func idempotencyScope(c echo.Context, route string) (idempotency.Scope, error) {
 	key, err := idempotency.ParseKey(c.Request().Header.Values(idempotency.Header))
 	switch {
 	case errors.Is(err, idempotency.ErrMissing):
-		return idempotency.Scope{}, nil, problem.New(http.StatusBadRequest, "missing-idempotency-key", err.Error())
+		return idempotency.Scope{}, problem.New(http.StatusBadRequest, "missing-idempotency-key", err.Error())
 	case err != nil:
-		return idempotency.Scope{}, nil, problem.New(http.StatusBadRequest, "invalid-idempotency-key", err.Error())
+		return idempotency.Scope{}, problem.New(http.StatusBadRequest, "invalid-idempotency-key", err.Error())
 	}
-	fp, err := idempotency.Fingerprint(route, body(c))
-	if err != nil {
-		return idempotency.Scope{}, nil, problem.Invalid("the request body is not valid JSON: " + err.Error())
-	}
-	return idempotency.Scope{OwnerID: owner(c), Route: route, Key: key}, fp, nil
+	return idempotency.Scope{OwnerID: owner(c), Route: route, Key: key}, nil
 }
 
 func (s *Server) createTransfer(c echo.Context) error {
 	ctx := c.Request().Context()
-	scope, fp, err := s.keyAndFingerprint(c, idempotency.RouteTransfers)
+	scope, err := idempotencyScope(c, idempotency.RouteTransfers)
 	if err != nil {
 		return err
 	}
-	var req createTransferRequest
-	if err := decode(body(c), &req); err != nil {
-		return err
-	}
-	var f fields
-	if req.FromAccountID == "" {
-		f.add("from_account_id", "is required")
-	}
-	if req.ToAccountID == "" {
-		f.add("to_account_id", "is required")
-	}
-	if req.FromAccountID != "" && req.FromAccountID == req.ToAccountID {
-		f.add("to_account_id", "must differ from from_account_id")
-	}
-	amount := f.amount(req.AmountMinor)
-	f.currency(req.Currency)
-	f.text("description", req.Description, 140)
-	if err := f.err(); err != nil {
+	req, fp, err := request.DecodeTransfer(body(c))
+	if err != nil {
 		return err
 	}
 
 	// A duplicate of a finished transfer is answered from its stored response: one read.
 	if rec, found, err := idempotency.Lookup(ctx, s.DB, scope); err != nil {
-		return problem.Unavailable("the ledger database is unreachable; retry with the same Idempotency-Key", err)
+		return err
 	} else if found && !bytes.Equal(rec.Fingerprint, fp) {
-		return problem.KeyReused()
+		return idempotency.ErrReused
 	} else if found && rec.Response != nil {
 		return respond(c, *rec.Response, true)
 	}
 
+	// Funding accounts are the ledger's own: no customer's transfer takes money from or gives
+	// money to them.
 	from, to, err := s.Ledger.Accounts(ctx, owner(c), req.FromAccountID, req.ToAccountID)
-	if errors.Is(err, ledger.ErrNotFound) {
-		return problem.NotFound("account")
+	if err == nil && (from.Kind != ledger.KindCustomer || to.Kind != ledger.KindCustomer) {
+		err = ledger.ErrNotFound
 	}
 	if err != nil {
-		return problem.Unavailable("the ledger database is unreachable; retry with the same Idempotency-Key", err)
+		return notFound(err, "account")
 	}
-	if from.Currency != req.Currency || to.Currency != req.Currency {
+	switch {
+	case from.Currency != req.Currency:
 		return problem.New(http.StatusUnprocessableEntity, "currency-mismatch",
-			"the transfer is in "+req.Currency+" but the accounts hold "+from.Currency+" and "+to.Currency)
+			"the transfer is in "+req.Currency+" but account "+from.ID+" holds "+from.Currency)
+	case to.Currency != req.Currency:
+		// The destination may be another owner's: say that it does not take this currency,
+		// not which one it holds.
+		return problem.New(http.StatusUnprocessableEntity, "currency-mismatch",
+			"the transfer is in "+req.Currency+", which the destination account does not hold")
 	}
 	answer, err := s.Transfers.Submit(ctx, transfers.Request{
 		Scope: scope, Fingerprint: fp, From: from.ID, To: to.ID,
-		AmountMinor: amount, Currency: req.Currency, Description: req.Description,
+		AmountMinor: req.AmountMinor, Currency: req.Currency, Description: req.Description,
 	})
 	if answer.TransferID != "" { // for the request log
 		c.Set(ctxWorkflowID, scope.WorkflowID())
@@ -144,11 +124,8 @@ func outcomeOf(status int) string {
 
 func (s *Server) getTransfer(c echo.Context) error {
 	t, err := s.Ledger.Transfer(c.Request().Context(), owner(c), c.Param("id"))
-	if errors.Is(err, ledger.ErrNotFound) {
-		return problem.NotFound("transfer")
-	}
 	if err != nil {
-		return err
+		return notFound(err, "transfer")
 	}
 	return c.JSON(http.StatusOK, t)
 }

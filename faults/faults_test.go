@@ -1,76 +1,366 @@
 // Package faults holds the slow tests that break things on purpose: a worker killed between its
 // ledger commit and telling Temporal, PostgreSQL cut off under load, the Temporal server
-// restarted mid-flight. Each ends with the ledger reconciled and every transfer posted once.
+// restarted mid-flight. Each records every answer the API gives, during the fault too, shows
+// that the fault happened, and ends with the ledger agreeing with the answers and the design:
+// each transfer posted once, under one workflow run, and the ledger reconciled.
 // `make test-faults` runs them alone; `make test` runs them too.
 package faults
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/testenv"
 	"github.com/payments/payments/worker"
 )
 
-// pairs opens n pairs of accounts for a new owner and funds each source with amount.
-func pairs(t *testing.T, env *testenv.Env, n int, amount int64) (key string, from, to []string) {
-	_, key = env.Owner(t)
-	for range n {
-		f := env.Account(t, key, "USD")
-		env.Fund(t, f, amount)
-		from, to = append(from, f), append(to, env.Account(t, key, "USD"))
-	}
-	return key, from, to
+// transfer is one transfer a test sends under its own key, and the outcome its design
+// guarantees whatever the order the postings run in: completed, or rejected for insufficient
+// funds.
+type transfer struct {
+	key, from, to string
+	amount        int64
+	rejected      bool
 }
 
-// completeOnce retries each transfer with its key until it answers 201, then checks that each
-// moved its money once.
-func completeOnce(t *testing.T, env *testenv.Env, key, prefix string, from, to []string, amount, funded int64) {
-	t.Helper()
-	for i := range from {
-		k := fmt.Sprintf("%s-%d", prefix, i)
-		var r testenv.Response
-		testenv.WaitFor(t, "transfer "+k+" to complete", func() bool {
-			r = env.Do(t, "POST", "/v1/transfers", key, k, testenv.TransferBody(from[i], to[i], amount))
-			return r.Status == http.StatusCreated
-		})
-		if n := env.Count(t, `SELECT count(*) FROM entries WHERE transfer_id = $1`, r.JSON(t)["id"]); n != 2 {
-			t.Errorf("%s: %d entries, want 2", k, n)
-		}
-		if env.Balance(t, from[i]) != funded-amount || env.Balance(t, to[i]) != amount {
-			t.Errorf("%s: balances %d/%d, want %d/%d", k, env.Balance(t, from[i]), env.Balance(t, to[i]), funded-amount, amount)
+func (tr transfer) body() string { return testenv.TransferBody(tr.from, tr.to, tr.amount) }
+
+// pairs opens n pairs of accounts for a new owner, funds each source with funded and returns
+// one transfer of amount per pair (amount <= funded: each must complete), keyed prefix-i.
+func pairs(t *testing.T, env *testenv.Env, prefix string, n int, amount, funded int64) (ownerID, apiKey string, ts []transfer, funding map[string]int64) {
+	ownerID, apiKey = env.Owner(t)
+	funding = map[string]int64{}
+	for i := range n {
+		from, to := env.Account(t, apiKey, "USD"), env.Account(t, apiKey, "USD")
+		env.Fund(t, from, funded)
+		funding[from], funding[to] = funded, 0
+		ts = append(ts, transfer{key: fmt.Sprintf("%s-%d", prefix, i), from: from, to: to, amount: amount})
+	}
+	return ownerID, apiKey, ts, funding
+}
+
+// answers records every answer to every attempt of every transfer, checking each against the
+// contract as it arrives: a final answer is 201 (the transfer completed) or 422
+// insufficient-funds, and every final answer for a key is byte for byte the first one; the
+// only answers that are not final are 503 service-unavailable with Retry-After, 202 pending
+// with Location and 409 idempotency-key-in-use with Retry-After. Anything else fails the test.
+type answers struct {
+	mu     sync.Mutex
+	phase  string                        // what the test is doing to the system, set by the test
+	all    map[string][]testenv.Response // every answer, by key, in the order they came
+	final  map[string]testenv.Response   // the first final answer, by key
+	counts map[tally]int                 // how many answers of each kind in each phase
+}
+
+// tally is a kind of answer: its status and problem type (or the transfer status its body
+// reports), in a phase of the test.
+type tally struct {
+	phase  string
+	status int
+	kind   string
+}
+
+func newAnswers(phase string) *answers {
+	return &answers{phase: phase, all: map[string][]testenv.Response{}, final: map[string]testenv.Response{}, counts: map[tally]int{}}
+}
+
+func (a *answers) setPhase(p string) { a.mu.Lock(); a.phase = p; a.mu.Unlock() }
+
+// count is how many answers came with status during phase.
+func (a *answers) count(phase string, status int) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for k, c := range a.counts {
+		if k.phase == phase && k.status == status {
+			n += c
 		}
 	}
+	return n
+}
+
+// add records r, an answer to tr, and says whether it is final. An answer the contract does not
+// allow fails t (without stopping it: clients call add from goroutines) and counts as final, so
+// that nobody retries after it.
+func (a *answers) add(t *testing.T, tr transfer, r testenv.Response) (final bool) {
+	t.Helper()
+	kind, final, problem := classify(tr, r)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.all[tr.key] = append(a.all[tr.key], r)
+	a.counts[tally{a.phase, r.Status, kind}]++
+	if problem != "" {
+		t.Errorf("%s, answer %d (%s): %s: %d (Content-Type %q, Retry-After %q, Location %q) %s", tr.key, len(a.all[tr.key]), a.phase,
+			problem, r.Status, r.Header.Get("Content-Type"), r.Header.Get("Retry-After"), r.Header.Get("Location"), r.Body)
+		return true
+	}
+	if !final {
+		return false
+	}
+	if first, ok := a.final[tr.key]; !ok {
+		a.final[tr.key] = r
+	} else if r.Status != first.Status || string(r.Body) != string(first.Body) ||
+		r.Header.Get("Content-Type") != first.Header.Get("Content-Type") || r.Header.Get("Location") != first.Header.Get("Location") {
+		t.Errorf("%s: final answers differ:\n%d %s\n%d %s", tr.key, first.Status, first.Body, r.Status, r.Body)
+	}
+	return true
+}
+
+// classify reads an answer to tr: its problem type (or the transfer status its body reports),
+// whether it is final, and what is wrong with it if the contract does not allow it.
+func classify(tr transfer, r testenv.Response) (kind string, final bool, problem string) {
+	var body map[string]any
+	if err := json.Unmarshal(r.Body, &body); err != nil && r.Status != 0 {
+		return "", false, "the body is not JSON"
+	}
+	kind, _ = body["type"].(string)
+	kind = strings.TrimPrefix(kind, "/problems/")
+	status, _ := body["status"].(string)
+	isProblem := strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json")
+	retryAfter := r.Header.Get("Retry-After") != ""
+	switch {
+	case r.Status == http.StatusCreated:
+		kind = status
+		if status != "completed" || isProblem || r.Header.Get("Location") != fmt.Sprint("/v1/transfers/", body["id"]) ||
+			body["from_account_id"] != tr.from || body["to_account_id"] != tr.to || body["amount_minor"] != float64(tr.amount) {
+			return kind, true, "a 201 that is not this transfer, completed, with its Location"
+		}
+		return kind, true, ""
+	case r.Status == http.StatusUnprocessableEntity:
+		if kind != "insufficient-funds" || !isProblem || body["transfer_id"] == nil {
+			return kind, true, "the only final 422 is insufficient-funds with its transfer_id"
+		}
+		return kind, true, ""
+	case r.Status == http.StatusServiceUnavailable && kind == "service-unavailable" && isProblem && retryAfter,
+		r.Status == http.StatusConflict && kind == "idempotency-key-in-use" && isProblem && retryAfter:
+		return kind, false, ""
+	case r.Status == http.StatusAccepted:
+		kind = status
+		if status != "pending" || isProblem || !strings.HasPrefix(r.Header.Get("Location"), "/v1/transfers/") {
+			return kind, false, "a 202 that is not pending with a Location"
+		}
+		return kind, false, ""
+	}
+	return kind, true, "not an answer the contract allows here"
+}
+
+// send sends tr with its key until it has a final answer, as a client that retries does,
+// recording every answer; it gives up, failing t, at deadline.
+func (a *answers) send(t *testing.T, env *testenv.Env, apiKey string, tr transfer, deadline time.Time) {
+	t.Helper()
+	for !a.add(t, tr, env.Do(t, "POST", "/v1/transfers", apiKey, tr.key, tr.body())) {
+		if time.Now().After(deadline) {
+			t.Errorf("%s: no final answer by the deadline", tr.key)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sendAll sends every transfer concurrently until each has its final answer.
+func (a *answers) sendAll(t *testing.T, env *testenv.Env, apiKey string, ts []transfer) {
+	deadline := time.Now().Add(time.Minute)
+	var wg sync.WaitGroup
+	for _, tr := range ts {
+		wg.Go(func() { a.send(t, env, apiKey, tr, deadline) })
+	}
+	wg.Wait()
+}
+
+// summary is the count of answers by phase, status and problem type (or transfer status).
+func (a *answers) summary() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var s []string
+	for k, n := range a.counts {
+		s = append(s, fmt.Sprintf("%s %d %s: %d", k.phase, k.status, k.kind, n))
+	}
+	slices.Sort(s)
+	return strings.Join(s, ", ")
+}
+
+func workflowID(ownerID, key string) string { return "transfer/" + ownerID + "/" + key }
+
+// settle checks the ledger against the answers and the design: every transfer answered finally,
+// as its design guarantees (so a system that refuses everything fails); exactly one transfer
+// under each workflow ID, the one the answer names, with its two entries if completed and none
+// if rejected; one closed Temporal run per workflow ID; every account holding its funding plus
+// the transfers that completed; and the ledger reconciled.
+func (a *answers) settle(t *testing.T, env *testenv.Env, ownerID string, ts []transfer, funding map[string]int64) {
+	t.Helper()
+	ids := make([]string, len(ts))
+	for i, tr := range ts {
+		ids[i] = workflowID(ownerID, tr.key)
+	}
+	type row struct {
+		id, status, from, to string
+		amount, entries      int64
+		fromSum, toSum       int64
+	}
+	rows, err := env.DB.Query(context.Background(), `
+		SELECT t.workflow_id, t.id, t.status, t.from_account_id, t.to_account_id, t.amount_minor, count(e.id),
+			coalesce(sum(e.amount_minor) FILTER (WHERE e.account_id = t.from_account_id), 0),
+			coalesce(sum(e.amount_minor) FILTER (WHERE e.account_id = t.to_account_id), 0)
+		FROM transfers t LEFT JOIN entries e ON e.transfer_id = t.id
+		WHERE t.workflow_id = ANY($1) GROUP BY t.id`, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger := map[string][]row{}
+	for rows.Next() {
+		var wf string
+		var r row
+		if err := rows.Scan(&wf, &r.id, &r.status, &r.from, &r.to, &r.amount, &r.entries, &r.fromSum, &r.toSum); err != nil {
+			t.Fatal(err)
+		}
+		ledger[wf] = append(ledger[wf], r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	want := maps.Clone(funding)
+	completed := 0
+	for i, tr := range ts {
+		final, answered := a.final[tr.key]
+		if !answered {
+			t.Errorf("%s: no final answer", tr.key)
+			continue
+		}
+		if len(ledger[ids[i]]) != 1 { // at most one completed transfer per workflow ID, and it is this one
+			t.Errorf("%s: %d transfers under workflow ID %s, want 1: %+v", tr.key, len(ledger[ids[i]]), ids[i], ledger[ids[i]])
+			continue
+		}
+		r := ledger[ids[i]][0]
+		var body map[string]any
+		_ = json.Unmarshal(final.Body, &body)
+		answeredID := body["id"]
+		wantStatus, state, entries, moved := http.StatusCreated, "completed", int64(2), tr.amount
+		if tr.rejected {
+			wantStatus, state, entries, moved, answeredID = http.StatusUnprocessableEntity, "rejected", 0, 0, body["transfer_id"]
+		}
+		if final.Status != wantStatus {
+			t.Errorf("%s: answered %d, but its design guarantees %d: %s", tr.key, final.Status, wantStatus, final.Body)
+		}
+		if answeredID != r.id || r.status != state || r.entries != entries || r.fromSum != -moved || r.toSum != moved ||
+			r.from != tr.from || r.to != tr.to || r.amount != tr.amount {
+			t.Errorf("%s: the ledger holds %+v, want transfer %v %s with %d entries moving %d: answered %d %s",
+				tr.key, r, answeredID, state, entries, moved, final.Status, final.Body)
+		}
+		if r.status == "completed" {
+			completed++
+			want[tr.from] -= tr.amount
+			want[tr.to] += tr.amount
+		}
+	}
+	if completed < len(ts)*8/10 {
+		t.Errorf("%d of %d transfers completed: the design guarantees at least 80%%", completed, len(ts))
+	}
+	for _, id := range slices.Sorted(maps.Keys(want)) {
+		if got := env.Balance(t, id); got != want[id] {
+			t.Errorf("account %s: balance %d, its funding and the completed transfers make %d", id, got, want[id])
+		}
+	}
+	oneRunEach(t, env, workflowID(ownerID, ""), ids)
 	env.Reconcile(t)
 }
 
-// sendHeld sends one transfer per pair while every source is held, and returns once all of them
-// are posting (waiting for their locks), with a function that releases them and waits for the
-// answers.
-func sendHeld(t *testing.T, env *testenv.Env, key, prefix string, from, to []string, amount int64) (release func()) {
+// oneRunEach checks that each workflow ID has exactly one Temporal run, closed as completed. One
+// visibility query lists the runs of every ID under prefix (hundreds of env.Executions, one
+// query each, take seconds).
+func oneRunEach(t *testing.T, env *testenv.Env, prefix string, ids []string) {
+	t.Helper()
+	var runs map[string][]enums.WorkflowExecutionStatus
+	testenv.WaitFor(t, "the runs to be visible and closed", func() bool {
+		runs = map[string][]enums.WorkflowExecutionStatus{}
+		req := &workflowservice.ListWorkflowExecutionsRequest{Query: fmt.Sprintf("WorkflowId STARTS_WITH '%s'", prefix), PageSize: 1000}
+		for {
+			resp, err := env.Temporal.ListWorkflow(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range resp.GetExecutions() {
+				if e.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+					return false
+				}
+				runs[e.GetExecution().GetWorkflowId()] = append(runs[e.GetExecution().GetWorkflowId()], e.GetStatus())
+			}
+			if req.NextPageToken = resp.GetNextPageToken(); len(req.NextPageToken) == 0 {
+				return len(runs) >= len(ids)
+			}
+		}
+	})
+	for _, id := range ids {
+		if r := runs[id]; len(r) != 1 || r[0] != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			t.Errorf("%s: runs %v, want one, completed", id, r)
+		}
+	}
+}
+
+// sendHeld sends each transfer once while every source is held, recording the answers, and
+// returns once all of them are posting (waiting for their locks), with a function that
+// releases them and waits for those answers.
+func (a *answers) sendHeld(t *testing.T, env *testenv.Env, apiKey string, ts []transfer) (release func()) {
 	var releases []func()
-	for _, f := range from {
-		releases = append(releases, env.Hold(t, f))
+	for _, tr := range ts {
+		releases = append(releases, env.Hold(t, tr.from))
 	}
 	var wg sync.WaitGroup
-	for i := range from {
-		wg.Go(func() {
-			env.Do(t, "POST", "/v1/transfers", key, fmt.Sprintf("%s-%d", prefix, i), testenv.TransferBody(from[i], to[i], amount))
-		})
+	for _, tr := range ts {
+		wg.Go(func() { a.add(t, tr, env.Do(t, "POST", "/v1/transfers", apiKey, tr.key, tr.body())) })
 	}
-	testenv.WaitFor(t, "every transfer to be posting", func() bool { return env.Waiting(t) >= len(from) })
-	return func() {
+	release = func() {
 		for _, r := range releases {
 			r()
 		}
 		wg.Wait()
 	}
+	t.Cleanup(release) // before the Env stops, if the test stops early
+	testenv.WaitFor(t, "every transfer to be posting", func() bool { return env.Waiting(t) >= len(ts) })
+	return release
+}
+
+// running returns the current run of each workflow ID, failing t unless each is running.
+func running(t *testing.T, env *testenv.Env, ids []string, when string) (runIDs []string) {
+	t.Helper()
+	for _, id := range ids {
+		var d *workflowservice.DescribeWorkflowExecutionResponse
+		testenv.WaitFor(t, "Temporal to describe "+id+" "+when, func() bool { // a client reconnecting may fail once
+			var err error
+			d, err = env.Temporal.DescribeWorkflowExecution(context.Background(), id, "")
+			return err == nil
+		})
+		if st := d.GetWorkflowExecutionInfo().GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			t.Fatalf("%s %s: %v, want running", when, id, st)
+		}
+		runIDs = append(runIDs, d.GetWorkflowExecutionInfo().GetExecution().GetRunId())
+	}
+	return runIDs
+}
+
+func keysOf(ownerID string, ts []transfer) (ids []string, from []string) {
+	for _, tr := range ts {
+		ids, from = append(ids, workflowID(ownerID, tr.key)), append(from, tr.from)
+	}
+	return ids, from
 }
 
 // The worker dies after the ledger transaction committed and before Temporal heard of it: a
@@ -82,29 +372,80 @@ func TestWorkerKilledBetweenCommitAndRecord(t *testing.T) {
 	// Enough connections for all 20 postings to wait on their locks at once.
 	first := env.Process(t, testenv.BuildPayments(t), toTemporal.Addr(), []string{"worker"},
 		"DATABASE_URL="+env.URL+"&pool_max_conns=32")
-	const n, amount, funded = 20, 60, 100
-	key, from, to := pairs(t, env, n, funded)
+	ownerID, apiKey, ts, funding := pairs(t, env, "crash", 20, 60, 100)
+	ids, from := keysOf(ownerID, ts)
+	a := newAnswers("held")
 
-	release := sendHeld(t, env, key, "crash", from, to, amount)
+	release := a.sendHeld(t, env, apiKey, ts)
 	toTemporal.Freeze() // from here the worker's reports to Temporal go nowhere
 	answered := make(chan struct{})
 	go func() { release(); close(answered) }()
 	testenv.WaitFor(t, "every posting to commit", func() bool {
-		return env.Count(t, `SELECT count(*) FROM transfers WHERE from_account_id = ANY($1) AND status = 'completed'
-			AND workflow_id LIKE 'transfer/%'`, from) == n
+		return env.Count(t, `SELECT count(*) FROM transfers WHERE from_account_id = ANY($1) AND status = 'completed'`, from) == len(ts)
 	})
 	if err := first.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	toTemporal.Cut()
+	running(t, env, ids, "after the first worker was killed") // Temporal never heard of the postings
 
-	second := worker.New(env.Temporal, &activities.Activities{Ledger: env.Ledger})
+	// The second worker has a name of its own, which the histories must show posting.
+	c, err := client.NewClientFromExisting(env.Temporal, client.Options{Identity: "second-worker",
+		Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	second := worker.New(c, &activities.Activities{Ledger: env.Ledger})
 	if err := second.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer second.Stop()
-	completeOnce(t, env, key, "crash", from, to, amount, funded)
+	a.setPhase("second worker")
+	a.sendAll(t, env, apiKey, ts)
 	<-answered
+	a.settle(t, env, ownerID, ts, funding)
+	for _, id := range ids {
+		postedBy(t, env, id, fmt.Sprintf("%d@", first.Process.Pid), "second-worker")
+	}
+	t.Logf("answers: %s", a.summary())
+}
+
+// postedBy checks in workflow id's history that the worker named firstPrefix started a workflow
+// task that never completed, and that every PostTransfer marker was recorded by a workflow task
+// that second completed: the second worker ran the posting again.
+func postedBy(t *testing.T, env *testenv.Env, id, firstPrefix, second string) {
+	t.Helper()
+	it := env.Temporal.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	completedBy := map[int64]string{}
+	firstStarted, markers := false, 0
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := ev.GetWorkflowTaskStartedEventAttributes(); s != nil && strings.HasPrefix(s.GetIdentity(), firstPrefix) {
+			firstStarted = true
+		}
+		if c := ev.GetWorkflowTaskCompletedEventAttributes(); c != nil {
+			completedBy[ev.GetEventId()] = c.GetIdentity()
+			if strings.HasPrefix(c.GetIdentity(), firstPrefix) {
+				t.Errorf("%s: the killed worker completed workflow task %d", id, ev.GetEventId())
+			}
+		}
+		if m := ev.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == "LocalActivity" &&
+			slices.ContainsFunc(m.GetDetails()["data"].GetPayloads(), func(p *commonpb.Payload) bool {
+				return strings.Contains(string(p.GetData()), `"PostTransfer"`)
+			}) {
+			markers++
+			if by := completedBy[m.GetWorkflowTaskCompletedEventId()]; by != second {
+				t.Errorf("%s: the PostTransfer marker was recorded by %q, want %q", id, by, second)
+			}
+		}
+	}
+	if !firstStarted || markers != 1 {
+		t.Errorf("%s: the first worker started a task: %v; %d PostTransfer markers, want 1", id, firstStarted, markers)
+	}
 }
 
 // PostgreSQL is cut off, through a proxy, in the middle of a load: requests fail with 503 and
@@ -112,68 +453,90 @@ func TestWorkerKilledBetweenCommitAndRecord(t *testing.T) {
 func TestPostgresUnreachableDuringLoad(t *testing.T) {
 	toPostgres := testenv.NewProxy(t, testenv.PostgresAddr())
 	env := testenv.New(t, "payments_test_faults_pg", testenv.Options{DatabaseHost: toPostgres.Addr()})
-	const accounts, funded, count, clients = 10, 10_000, 400, 16
-	_, key := env.Owner(t)
-	ids := env.FundedAccounts(t, key, accounts, funded)
-	want := map[string]int64{}
-	for _, id := range ids {
-		want[id] = funded
+	const accounts, count, clients = 10, 400, 16
+	ownerID, apiKey := env.Owner(t)
+	ids := make([]string, accounts)
+	for i := range ids {
+		ids[i] = env.Account(t, apiKey, "USD")
 	}
+	// Each account is funded with everything it sends, so no order of postings leaves one short:
+	// every transfer completes, except every 20th, which asks for more than all the accounts
+	// hold together and is rejected.
 	rng := rand.New(rand.NewPCG(3, 4))
-	type transfer struct {
-		from, to string
-		amount   int64
+	funding := map[string]int64{}
+	for _, id := range ids {
+		funding[id] = 0
 	}
 	ts := make([]transfer, count)
 	for i := range ts {
 		f, g := testenv.Pair(rng, accounts)
-		ts[i] = transfer{ids[f], ids[g], 1 + rng.Int64N(50)}
+		ts[i] = transfer{key: fmt.Sprintf("pg-%d", i), from: ids[f], to: ids[g], amount: 1 + rng.Int64N(50), rejected: i%20 == 19}
+		if !ts[i].rejected {
+			funding[ids[f]] += ts[i].amount
+		}
+	}
+	var total int64
+	for _, id := range ids {
+		if funding[id] > 0 {
+			env.Fund(t, id, funding[id])
+		}
+		total += funding[id]
+	}
+	for i := range ts {
+		if ts[i].rejected {
+			ts[i].amount = total + 1
+		}
 	}
 
-	var done, failures atomic.Int32
-	answers := make([]testenv.Response, count)
-	next := make(chan int)
+	a := newAnswers("before")
+	deadline := time.Now().Add(2 * time.Minute)
+	next := make(chan transfer)
 	var wg sync.WaitGroup
 	for range clients {
 		wg.Go(func() {
-			for i := range next {
-				for { // a client that retries with the same key until it has a final answer
-					r := env.Do(t, "POST", "/v1/transfers", key, fmt.Sprintf("pg-%d", i), testenv.TransferBody(ts[i].from, ts[i].to, ts[i].amount))
-					if r.Status == http.StatusCreated || r.Status == http.StatusUnprocessableEntity {
-						answers[i] = r
-						break
-					}
-					failures.Add(1)
-				}
-				done.Add(1)
+			for tr := range next {
+				a.send(t, env, apiKey, tr, deadline)
 			}
 		})
 	}
 	go func() {
-		for i := range ts {
-			next <- i
+		for _, tr := range ts {
+			next <- tr
 		}
 		close(next)
 	}()
-	testenv.WaitFor(t, "a quarter of the load to be answered", func() bool { return done.Load() >= count/4 })
+	t.Cleanup(func() { toPostgres.Restore(); wg.Wait() }) // before the Env stops, if the test stops early
+	finals := func() int { a.mu.Lock(); defer a.mu.Unlock(); return len(a.final) }
+	testenv.WaitFor(t, "a quarter of the load to be answered", func() bool { return finals() >= count/4 })
+	a.setPhase("cut")
+	cutAt := time.Now()
 	toPostgres.Cut()
-	testenv.WaitFor(t, "clients to feel the outage", func() bool { return failures.Load() >= 50 })
+	testenv.WaitFor(t, "clients to feel the outage", func() bool { return a.count("cut", http.StatusServiceUnavailable) >= 50 })
+	a.setPhase("restored")
+	restoredAt := time.Now()
 	toPostgres.Restore()
 	wg.Wait()
 
-	for i, a := range answers {
-		if a.Status == http.StatusCreated {
-			want[ts[i].from] -= ts[i].amount
-			want[ts[i].to] += ts[i].amount
+	// The outage was felt: 503s while PostgreSQL was cut off, and postings under way when it was
+	// cut (the transfer claimed before) that completed only after it was back.
+	if a.count("cut", http.StatusServiceUnavailable) == 0 {
+		t.Error("no 503 while PostgreSQL was cut off")
+	}
+	wfIDs, _ := keysOf(ownerID, ts)
+	waited := env.Count(t, `SELECT count(*) FROM transfers WHERE workflow_id = ANY($1) AND status = 'completed'
+		AND created_at < $2 AND completed_at > $3`, wfIDs, cutAt, restoredAt)
+	if waited == 0 {
+		t.Error("no posting under way at the cut completed after PostgreSQL was back")
+	}
+	retried := 0
+	for _, tr := range ts {
+		if slices.ContainsFunc(a.all[tr.key], func(r testenv.Response) bool { return r.Status == http.StatusServiceUnavailable }) {
+			retried++
 		}
 	}
-	for _, id := range ids {
-		if got := env.Balance(t, id); got != want[id] {
-			t.Errorf("account %s: balance %d, the answers add up to %d", id, got, want[id])
-		}
-	}
-	t.Logf("%d transfers, %d answers that were not final (503, 202, 409) during the outage", count, failures.Load())
-	env.Reconcile(t)
+	a.settle(t, env, ownerID, ts, funding)
+	t.Logf("%d transfers: %d answered 503 and were sent again, %d postings waited for PostgreSQL; answers: %s",
+		count, retried, waited, a.summary())
 }
 
 // The Temporal server stops and starts again (its state in a SQLite file) while transfers are
@@ -181,24 +544,32 @@ func TestPostgresUnreachableDuringLoad(t *testing.T) {
 func TestTemporalRestartsMidFlight(t *testing.T) {
 	env := testenv.New(t, "payments_test_faults_temporal", testenv.Options{
 		TemporalState: filepath.Join(t.TempDir(), "temporal.db")})
-	const n, amount, funded = 10, 30, 100
-	key, from, to := pairs(t, env, n, funded)
+	ownerID, apiKey, ts, funding := pairs(t, env, "restart", 10, 30, 100)
+	ids, from := keysOf(ownerID, ts)
+	a := newAnswers("held")
 
-	release := sendHeld(t, env, key, "restart", from, to, amount)
+	release := a.sendHeld(t, env, apiKey, ts)
+	// Mid-flight: each transfer's run is open and its posting waits, the ledger row pending.
+	before := running(t, env, ids, "before the restart")
+	if n := env.Count(t, `SELECT count(*) FROM transfers WHERE from_account_id = ANY($1) AND status = 'pending'`, from); n != len(ts) {
+		t.Fatalf("%d transfers pending before the restart, want %d", n, len(ts))
+	}
+	oldPid := env.Dev.Pid()
 	env.RestartTemporal(t)
+	if env.Dev.Pid() == oldPid {
+		t.Fatal("the dev server was not restarted")
+	}
+	// The postings waited through the restart, and the server kept the same runs.
+	if n := env.Waiting(t); n < len(ts) {
+		t.Fatalf("%d postings still waiting after the restart, want %d", n, len(ts))
+	}
+	if after := running(t, env, ids, "after the restart"); !slices.Equal(before, after) {
+		t.Fatalf("runs before the restart %v, after %v", before, after)
+	}
+	a.setPhase("released")
 	release()
-	completeOnce(t, env, key, "restart", from, to, amount, funded)
-	for i := range from {
-		if runs := env.Executions(t, fmt.Sprintf("transfer/%s/restart-%d", ownerOf(t, env, from[i]), i)); len(runs) != 1 {
-			t.Errorf("transfer %d: %d runs, want 1", i, len(runs))
-		}
-	}
-}
-
-func ownerOf(t *testing.T, env *testenv.Env, account string) string {
-	var owner string
-	if err := env.DB.QueryRow(t.Context(), `SELECT owner_id FROM accounts WHERE id = $1`, account).Scan(&owner); err != nil {
-		t.Fatal(err)
-	}
-	return owner
+	a.setPhase("retry")
+	a.sendAll(t, env, apiKey, ts)
+	a.settle(t, env, ownerID, ts, funding)
+	t.Logf("answers: %s", a.summary())
 }

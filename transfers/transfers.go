@@ -7,21 +7,24 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
-	"github.com/payments/payments/internal/problem"
+	"github.com/payments/payments/internal/outage"
 	"github.com/payments/payments/workflows"
 )
 
@@ -60,9 +63,10 @@ type Answer struct {
 // minStartBudget bounds the claim and the start together, whatever SyncWait is.
 const minStartBudget = 5 * time.Second
 
-// Submit runs the transfer once per scope and answers as spec §3 and §4 say. The error, when
-// not nil, is a *problem.Problem to send as it is; the Answer then still names the transfer
-// when one was claimed.
+// Submit runs the transfer once per scope and answers as the contract says (README, "The
+// contract"). The error, when not nil, is idempotency.ErrReused, an *InUseError, a *FailedError,
+// an outage (Temporal or PostgreSQL unreachable), or PostgreSQL's refusal of a value of the
+// request; the Answer then still names the transfer when one was claimed.
 //
 // Claiming and starting do not follow the client's context: once a request has arrived whole,
 // its transfer is claimed and started even if the client hangs up, so a claim is never left
@@ -71,11 +75,8 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.SyncWait, minStartBudget))
 	defer cancel()
 	in, rec, created, err := s.claim(startCtx, r)
-	if errors.Is(err, idempotency.ErrReused) {
-		return Answer{}, problem.KeyReused()
-	}
 	if err != nil {
-		return Answer{}, problem.Unavailable("the ledger database is unreachable; retry with the same Idempotency-Key", err)
+		return Answer{}, database.Outage(err)
 	}
 	answer := Answer{TransferID: in.TransferID, Replayed: !created}
 	if rec.Response != nil {
@@ -89,15 +90,9 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 		posted, stop = s.Posted.Wait(in.TransferID)
 		defer stop()
 	}
-	run, err := s.Temporal.ExecuteWorkflow(startCtx, s.startOptions(in), workflows.Transfer, in)
-	var already *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &already) {
-		// A completed run holds this ID: ours, which finished after our claim, or one of an
-		// earlier use of the key.
-		run, err = s.completedRun(startCtx, in)
-	}
+	run, err := s.start(startCtx, in)
 	if err != nil {
-		return answer, problem.Unavailable("Temporal is unreachable; retry with the same Idempotency-Key", err)
+		return answer, err
 	}
 
 	waitCtx, cancelWait := context.WithTimeout(ctx, s.SyncWait)
@@ -115,22 +110,82 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 		answer.Response = out.Response
 		return answer, nil
 	case isWorkflowFailure(err):
-		p := problem.New(http.StatusInternalServerError, "transfer-failed",
-			"the transfer failed after its retries and moved no money; retry with the same Idempotency-Key to run it again")
-		p.TransferID, p.WorkflowID = in.TransferID, in.WorkflowID
-		return answer, p
+		return s.afterFailedRun(ctx, in, run.GetRunID(), answer)
 	case timedOut && ctx.Err() == nil && created:
-		answer.Response = s.pending(ctx, in, rec.CreatedAt)
-		return answer, nil
+		return s.pending(ctx, in, rec.CreatedAt, answer)
 	case timedOut && ctx.Err() == nil:
-		p := problem.New(http.StatusConflict, "idempotency-key-in-use",
-			"the first request with this Idempotency-Key is still being processed; retry later")
-		p.RetryAfter = 1
-		p.TransferID, p.WorkflowID = in.TransferID, in.WorkflowID
-		return answer, p
+		return s.settledAnswer(ctx, in, answer, &InUseError{TransferID: in.TransferID, WorkflowID: in.WorkflowID})
 	default:
-		return answer, problem.Unavailable("lost contact with Temporal while waiting; retry with the same Idempotency-Key", err)
+		return answer, outage.Of("Temporal", fmt.Errorf("waiting for the workflow's result: %w", err))
 	}
+}
+
+// InUseError is a request whose key's operation is still running after the wait: the first
+// request with the same key (or, when EarlierUse is set, an operation of an earlier use of the
+// key, whose run is still open). Nothing was done for this request; it may be sent again.
+type InUseError struct {
+	TransferID, WorkflowID string
+	EarlierUse             bool
+}
+
+func (e *InUseError) Error() string {
+	if e.EarlierUse {
+		return "workflow " + e.WorkflowID + " is still running an earlier use of the key"
+	}
+	return "transfer " + e.TransferID + " is still being processed"
+}
+
+// FailedError is a transfer whose workflow run failed, timed out or was terminated, and which
+// the ledger shows did not move money. The same request runs it again.
+type FailedError struct {
+	TransferID, WorkflowID string
+}
+
+func (e *FailedError) Error() string {
+	return "transfer " + e.TransferID + " failed: its workflow " + e.WorkflowID + " ended without posting it"
+}
+
+// afterFailedRun answers for a run that failed, timed out or was terminated. Its posting may
+// have committed all the same (a retry deadline that expired during the commit), or may still
+// be under way (a run terminated while its posting waited on a lock). Marking the transfer
+// failed by that run settles which: it waits for a posting under way and fences off any later
+// one of that run, so that the answer "moved no money", once given, stays true.
+func (s *Service) afterFailedRun(ctx context.Context, in activities.TransferInput, runID string, answer Answer) (Answer, error) {
+	t, err := s.Ledger.MarkFailed(ctx, in.TransferID, runID, "its workflow ended before posting it; no money moved")
+	if err != nil {
+		return answer, database.Outage(err)
+	}
+	if !ledger.Final(t.Status) {
+		return answer, &FailedError{TransferID: in.TransferID, WorkflowID: in.WorkflowID}
+	}
+	_, resp, err := ledger.StoredResponse(ctx, s.Ledger.DB, in.Scope(), t)
+	answer.Response = resp
+	return answer, database.Outage(err)
+}
+
+// settledAnswer is the transfer's final answer if the ledger holds one (its posting committed
+// however the run ended), and notFinal otherwise.
+func (s *Service) settledAnswer(ctx context.Context, in activities.TransferInput, answer Answer, notFinal error) (Answer, error) {
+	resp, final, err := s.finalAnswer(ctx, in)
+	if err != nil {
+		return answer, database.Outage(err)
+	}
+	if !final {
+		return answer, notFinal
+	}
+	answer.Response = resp
+	return answer, nil
+}
+
+// finalAnswer reads the transfer of in from the ledger and, if it is final, the answer stored
+// when it was posted.
+func (s *Service) finalAnswer(ctx context.Context, in activities.TransferInput) (idempotency.Response, bool, error) {
+	t, err := s.Ledger.Transfer(ctx, "", in.TransferID)
+	if err != nil || !ledger.Final(t.Status) {
+		return idempotency.Response{}, false, err
+	}
+	_, resp, err := ledger.StoredResponse(ctx, s.Ledger.DB, in.Scope(), t)
+	return resp, err == nil, err
 }
 
 // localGrace is how long the request that started a transfer listens only for the posting in
@@ -198,7 +253,7 @@ func (s *Service) input(r Request, transferID string) activities.TransferInput {
 		TransferID: transferID, WorkflowID: r.Scope.WorkflowID(),
 		From: r.From, To: r.To, AmountMinor: r.AmountMinor, Currency: r.Currency, Description: r.Description,
 		OwnerID: r.Scope.OwnerID, Route: r.Scope.Route, Key: r.Scope.Key,
-		ReplayFor: s.TTL, RetryFor: s.RetryFor,
+		ReplayFor: activities.Duration(s.TTL), RetryFor: activities.Duration(s.RetryFor),
 	}
 }
 
@@ -222,43 +277,100 @@ func (s *Service) claim(ctx context.Context, r Request) (in activities.TransferI
 	return in, rec, created && err == nil, err
 }
 
-// completedRun answers a start refused because the latest run under in's workflow ID completed.
-// If that run posted in's transfer, it is the answer. Otherwise it belongs to an earlier use of
-// the key (whose record has expired) and this use's run is started after it; the starters of
-// this use take turns on the claim's row, so exactly one of them starts it.
-func (s *Service) completedRun(ctx context.Context, in activities.TransferInput) (run client.WorkflowRun, err error) {
-	if run, ours, err := s.latestRun(ctx, in); err != nil || ours {
+// start starts the run of in's transfer, or finds it: a run already there under the workflow ID
+// (a concurrent duplicate's, or a completed one) is this transfer's only if its memo names the
+// transfer. A run of an earlier use of the key is never joined: while it is still open (held by
+// a worker that stopped, or re-opened by a UI Reset) this use waits its turn (InUseError); once
+// it has closed, this use's run starts after it.
+func (s *Service) start(ctx context.Context, in activities.TransferInput) (client.WorkflowRun, error) {
+	run, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(in), workflows.Transfer, in)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) {
+		return s.existingRun(ctx, in)
+	}
+	return run, temporalError(err)
+}
+
+// existingRun answers a start refused because a run holds in's workflow ID: running, or
+// completed (which the reuse policy does not repeat).
+func (s *Service) existingRun(ctx context.Context, in activities.TransferInput) (client.WorkflowRun, error) {
+	if run, err := s.ownRun(ctx, in); err != nil || run != nil {
 		return run, err
 	}
-	err = s.Ledger.InTx(ctx, func(tx pgx.Tx) error {
+	// The latest run belongs to an earlier use of the key, whose record has expired, and it is
+	// closed: start this use's run after it. The starters of this use take turns on the claim's
+	// row, so exactly one of them starts it.
+	var run client.WorkflowRun
+	err := s.Ledger.InTx(ctx, func(tx pgx.Tx) error {
 		if err := idempotency.Lock(ctx, tx, in.Scope()); err != nil {
 			return err
 		}
-		var ours bool
-		if run, ours, err = s.latestRun(ctx, in); err != nil || ours {
+		var err error
+		if run, err = s.ownRun(ctx, in); err != nil || run != nil {
 			return err
 		}
 		opts := s.startOptions(in)
 		opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 		run, err = s.Temporal.ExecuteWorkflow(ctx, opts, workflows.Transfer, in)
-		return err
+		return temporalError(err)
 	})
-	return run, err
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) { // an earlier use's run was re-opened meanwhile
+		return nil, &InUseError{TransferID: in.TransferID, WorkflowID: in.WorkflowID, EarlierUse: true}
+	}
+	return run, database.Outage(err)
 }
 
-// latestRun returns the latest run under in's workflow ID and whether it is for in's transfer,
-// which its memo says.
-func (s *Service) latestRun(ctx context.Context, in activities.TransferInput) (client.WorkflowRun, bool, error) {
+// ownRun returns the latest run under in's workflow ID if it runs in's transfer (its memo says
+// so), nil if that run is a closed one of an earlier use, and an InUseError if it is a running
+// one of an earlier use.
+func (s *Service) ownRun(ctx context.Context, in activities.TransferInput) (client.WorkflowRun, error) {
 	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, in.WorkflowID, "")
 	if err != nil {
-		return nil, false, err
+		return nil, temporalError(err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
+	switch {
+	case memoTransfer(info) == in.TransferID:
+		return s.Temporal.GetWorkflow(ctx, in.WorkflowID, info.GetExecution().GetRunId()), nil
+	case info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return nil, &InUseError{TransferID: in.TransferID, WorkflowID: in.WorkflowID, EarlierUse: true}
+	default:
+		return nil, nil
+	}
+}
+
+// memoTransfer is the transfer a run posts, as its memo says.
+func memoTransfer(info *workflowpb.WorkflowExecutionInfo) string {
 	var id string
 	if p := info.GetMemo().GetFields()[memoTransferID]; p != nil {
 		_ = converter.GetDefaultDataConverter().FromPayload(p, &id)
 	}
-	return s.Temporal.GetWorkflow(ctx, in.WorkflowID, info.GetExecution().GetRunId()), id == in.TransferID, nil
+	return id
+}
+
+// temporalError marks err as a Temporal outage when it says Temporal could not be reached or
+// could not do the work now; any other refusal (a bad request, a namespace without the search
+// attributes) is returned as it is, an error of this service, not a reason to retry.
+func temporalError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		unavailable   *serviceerror.Unavailable
+		nsUnavailable *serviceerror.NamespaceUnavailable
+		deadline      *serviceerror.DeadlineExceeded
+		exhausted     *serviceerror.ResourceExhausted
+		internal      *serviceerror.Internal
+		aborted       *serviceerror.Aborted
+		canceled      *serviceerror.Canceled
+	)
+	if errors.As(err, &unavailable) || errors.As(err, &nsUnavailable) || errors.As(err, &deadline) ||
+		errors.As(err, &exhausted) || errors.As(err, &internal) || errors.As(err, &aborted) ||
+		errors.As(err, &canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return outage.Of("Temporal", err)
+	}
+	return err
 }
 
 // memoTransferID names the memo field holding the transfer a run posts.
@@ -270,10 +382,10 @@ func (s *Service) startOptions(in activities.TransferInput) client.StartWorkflow
 		TaskQueue: workflows.TaskQueue,
 		// A completed run is never repeated; a failed one may be run again under the same ID.
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-		// A duplicate arriving while the first run is going joins that run and waits for it.
-		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		// Say when a completed run refused the start, instead of quietly returning that run:
-		// it may be a run of an earlier use of the key (completedRun).
+		// A run already going is not joined blindly: it may be one of an earlier use of the key
+		// (a run held open, or re-opened by a UI Reset). existingRun joins it only if its memo
+		// names this transfer.
+		WorkflowIDConflictPolicy:                 enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		EnableEagerStart:                         s.Eager,
 		TypedSearchAttributes:                    workflows.SearchAttributes(in),
@@ -283,17 +395,24 @@ func (s *Service) startOptions(in activities.TransferInput) client.StartWorkflow
 }
 
 // pending is the 202 answer while the workflow is still running. It is not stored: the final
-// answer replaces it.
-func (s *Service) pending(ctx context.Context, in activities.TransferInput, createdAt time.Time) idempotency.Response {
+// answer replaces it. A transfer found final meanwhile is answered with its final answer.
+func (s *Service) pending(ctx context.Context, in activities.TransferInput, createdAt time.Time, answer Answer) (Answer, error) {
 	t, err := s.Ledger.Transfer(ctx, "", in.TransferID)
-	if err != nil || t.Status != ledger.StatusPending { // unreadable, or finished meanwhile: still say pending
+	if err == nil && ledger.Final(t.Status) {
+		_, resp, err := ledger.StoredResponse(ctx, s.Ledger.DB, in.Scope(), t)
+		answer.Response = resp
+		return answer, database.Outage(err)
+	}
+	if err != nil || t.Status != ledger.StatusPending { // unreadable, or marked failed: still running here
 		t = ledger.Transfer{ID: in.TransferID, Status: ledger.StatusPending, FromAccountID: in.From,
 			ToAccountID: in.To, AmountMinor: in.AmountMinor, Currency: in.Currency,
 			Description: in.Description, WorkflowID: in.WorkflowID, CreatedAt: ledger.UTC(createdAt)}
 	}
+	t.Status = ledger.StatusPending
 	body, _ := json.Marshal(t)
-	return idempotency.Response{Status: http.StatusAccepted, ContentType: "application/json",
+	answer.Response = idempotency.Response{Status: http.StatusAccepted, ContentType: "application/json",
 		Location: "/v1/transfers/" + in.TransferID, Body: body}
+	return answer, nil
 }
 
 func isWorkflowFailure(err error) bool {
@@ -304,18 +423,26 @@ func isWorkflowFailure(err error) bool {
 // ErrNotCustomer is a deposit into an account that does not exist or is a funding account.
 var ErrNotCustomer = errors.New("no such customer account")
 
+// depositRequest is what a deposit's fingerprint covers.
+type depositRequest struct {
+	AccountID   string `json:"account_id"`
+	AmountMinor int64  `json:"amount_minor"`
+}
+
 // Deposit moves amount from the currency's funding account into a customer account, through the
 // same workflow and idempotency as an HTTP transfer, scoped to the account's owner and the CLI.
 func (s *Service) Deposit(ctx context.Context, accountID string, amount int64, key string) (Answer, error) {
 	acc, err := s.Ledger.Account(ctx, "", accountID)
-	if errors.Is(err, ledger.ErrNotFound) || (err == nil && acc.Kind != "customer") {
+	if errors.Is(err, ledger.ErrNotFound) || (err == nil && acc.Kind != ledger.KindCustomer) {
 		return Answer{}, ErrNotCustomer
 	}
 	if err != nil {
 		return Answer{}, err
 	}
-	body, _ := json.Marshal(map[string]any{"account_id": accountID, "amount_minor": amount})
-	fp, _ := idempotency.Fingerprint(idempotency.RouteDeposit, body)
+	fp, err := idempotency.Fingerprint(idempotency.RouteDeposit, depositRequest{AccountID: accountID, AmountMinor: amount})
+	if err != nil {
+		return Answer{}, err
+	}
 	return s.Submit(ctx, Request{
 		Scope:       idempotency.Scope{OwnerID: acc.OwnerID, Route: idempotency.RouteDeposit, Key: key},
 		Fingerprint: fp, From: money.FundingAccountID(acc.Currency), To: acc.ID,

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
@@ -37,6 +38,7 @@ func New(c client.Client, acts *activities.Activities) sdkworker.Worker {
 func registerWorkflows(r sdkworker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.Transfer, workflow.RegisterOptions{Name: "Transfer"})
 	r.RegisterWorkflow(workflows.IdempotencyCleanup)
+	r.RegisterWorkflow(workflows.RecoverTransfers)
 }
 
 // ReplayHistory replays a workflow history exported as JSON (`temporal workflow show --output
@@ -49,23 +51,33 @@ func ReplayHistory(file string) error {
 	return r.ReplayWorkflowHistoryFromJSONFile(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), file)
 }
 
-// EnsureCleanupSchedule creates the Schedule running the idempotency cleanup, unless it exists.
-// Every worker calls it at start; the first one creates it.
-func EnsureCleanupSchedule(ctx context.Context, c client.Client) error {
-	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
-		ID:      workflows.CleanupScheduleID,
-		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: workflows.CleanupEvery}}},
-		Overlap: enums.SCHEDULE_OVERLAP_POLICY_SKIP,
-		Action: &client.ScheduleWorkflowAction{
-			ID:        workflows.CleanupScheduleID,
-			Workflow:  workflows.IdempotencyCleanup,
-			TaskQueue: workflows.TaskQueue,
-		},
-	})
-	if errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
-		return nil
+// EnsureSchedules creates the recurring Schedules that are missing: the idempotency cleanup and
+// the recovery of transfers left pending. Every worker calls it at start; the first one creates
+// them.
+func EnsureSchedules(ctx context.Context, c client.Client) error {
+	for _, sch := range []struct {
+		id       string
+		every    time.Duration
+		workflow any
+	}{
+		{workflows.CleanupScheduleID, workflows.CleanupEvery, workflows.IdempotencyCleanup},
+		{workflows.RecoveryScheduleID, workflows.RecoveryEvery, workflows.RecoverTransfers},
+	} {
+		_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
+			ID:      sch.id,
+			Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: sch.every}}},
+			Overlap: enums.SCHEDULE_OVERLAP_POLICY_SKIP,
+			Action: &client.ScheduleWorkflowAction{
+				ID:        sch.id,
+				Workflow:  sch.workflow,
+				TaskQueue: workflows.TaskQueue,
+			},
+		})
+		if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+			return fmt.Errorf("creating the %s schedule: %w", sch.id, err)
+		}
 	}
-	return err
+	return nil
 }
 
 // CheckSearchAttributes makes sure namespace has the search attributes transfer workflows set,

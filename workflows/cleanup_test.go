@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/ledger"
 )
 
 func TestCleanupReturnsWhatThePassDid(t *testing.T) {
@@ -21,4 +22,24 @@ func TestCleanupReturnsWhatThePassDid(t *testing.T) {
 		t.Fatalf("result %+v, %v", res, err)
 	}
 	env.AssertExpectations(t)
+}
+
+// A recovery pass resolves the claims pending for longer than StaleAfter, and passes run every
+// RecoveryEvery: together, the bound reconcile holds the ledger to.
+func TestRecoveryPassResolvesClaimsPastTheirBound(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	var a *activities.Activities
+	env.RegisterActivity(a)
+	env.OnActivity(a.ResolveStaleTransfers, mock.Anything, activities.Duration(StaleAfter)).
+		Return(activities.StaleResult{Started: 2, Failed: 1}, nil).Once()
+	env.ExecuteWorkflow(RecoverTransfers)
+	var res activities.StaleResult
+	if err := env.GetWorkflowResult(&res); err != nil || res.Started != 2 || res.Failed != 1 {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	env.AssertExpectations(t)
+	if StaleAfter+RecoveryEvery != ledger.PendingBound {
+		t.Fatalf("a claim may stay pending %s, but reconcile allows %s", StaleAfter+RecoveryEvery, ledger.PendingBound)
+	}
 }

@@ -2,6 +2,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -73,7 +74,7 @@ func groupThousands(n int64) string {
 // reuse policy then lets the same key, `payments replay failed` or a UI Reset run again.
 func Transfer(ctx workflow.Context, in activities.TransferInput) (activities.TransferOutcome, error) {
 	var a *activities.Activities
-	retryFor := in.RetryFor
+	retryFor := time.Duration(in.RetryFor)
 	if retryFor <= 0 {
 		retryFor = DefaultRetryFor
 	}
@@ -84,7 +85,7 @@ func Transfer(ctx workflow.Context, in activities.TransferInput) (activities.Tra
 			InitialInterval:        50 * time.Millisecond,
 			BackoffCoefficient:     2,
 			MaximumInterval:        5 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidPosting},
+			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidPosting, activities.ErrTypeFenced},
 		},
 	})
 	// Version 1: the status reads "posting" while the ledger transaction runs. The SDK reports a
@@ -96,23 +97,58 @@ func Transfer(ctx workflow.Context, in activities.TransferInput) (activities.Tra
 	}
 	var out activities.TransferOutcome
 	err := workflow.ExecuteLocalActivity(postCtx, a.PostTransfer, in).Get(postCtx, &out)
-	if err != nil {
-		markFailed(ctx, a, in.TransferID, err)
+	if err == nil {
+		setStatus(ctx, out.Status)
+		return out, nil
+	}
+	// Version 1: a run whose posting kept failing asks the ledger how the transfer stands, and
+	// ends with what it says. The posting may have committed after all (its deadline expired
+	// during the commit): the run then completes with the transfer's outcome instead of
+	// failing as if no money had moved. The ledger and the client read a stable sentence; the
+	// error itself stays in this history (the PostTransfer marker) and the worker's log.
+	if workflow.GetVersion(ctx, "settle-after-failure", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		markFailed(ctx, a, in.TransferID, err.Error(), nil)
 		return out, err
 	}
-	setStatus(ctx, out.Status)
-	return out, nil
+	workflow.GetLogger(ctx).Warn("posting failed after its retries", "transfer_id", in.TransferID, "error", err)
+	var settled activities.TransferOutcome
+	markFailed(ctx, a, in.TransferID, failureReason(err), &settled)
+	if ledgerFinal(settled.Status) {
+		setStatus(ctx, settled.Status)
+		return settled, nil
+	}
+	setStatus(ctx, "failed")
+	return out, err
 }
 
-// markFailed records the failure in the ledger, best effort: if PostgreSQL is what failed, the
-// transfer stays "pending" there, and the failed run says why.
-func markFailed(ctx workflow.Context, a *activities.Activities, transferID string, cause error) {
+// failureReason is the sentence the ledger stores for a failed transfer, which clients read as
+// its failure_reason: what happened, without the error's text (hosts, SQL, driver messages).
+func failureReason(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeInvalidPosting {
+		return "the accounts can no longer take this transfer"
+	}
+	return "the ledger could not post the transfer within its retry window; no money moved"
+}
+
+// ledgerFinal mirrors ledger.Final without importing the ledger into workflow code.
+func ledgerFinal(status string) bool { return status == "completed" || status == "rejected" }
+
+// markFailed records the failure in the ledger, best effort, and reads back how the transfer
+// stands into settled (when not nil): if PostgreSQL is what failed, the transfer stays
+// "pending" there, and the failed run says why. Before version 1 (old histories) it set the
+// status "failed" whatever the ledger said.
+func markFailed(ctx workflow.Context, a *activities.Activities, transferID, reason string, settled *activities.TransferOutcome) {
 	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		ScheduleToCloseTimeout: 10 * time.Second,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
-	_ = workflow.ExecuteLocalActivity(ctx, a.MarkTransferFailed, transferID, cause.Error()).Get(ctx, nil)
-	setStatus(ctx, "failed")
+	if settled == nil {
+		_ = workflow.ExecuteLocalActivity(ctx, a.MarkTransferFailed, transferID, reason).Get(ctx, nil)
+		setStatus(ctx, "failed")
+		return
+	}
+	_ = workflow.ExecuteLocalActivity(ctx, a.MarkTransferFailed, transferID, reason).Get(ctx, settled)
 }
 
 func setStatus(ctx workflow.Context, status string) {

@@ -83,7 +83,8 @@ func TestInvalidPostingFailsAtOnceAndIsMarkedFailed(t *testing.T) {
 	calls := countPosts(env, input, func(int) (activities.TransferOutcome, error) {
 		return activities.TransferOutcome{}, temporal.NewNonRetryableApplicationError("bad", activities.ErrTypeInvalidPosting, nil)
 	})
-	env.OnActivity(a.MarkTransferFailed, mock.Anything, "tr_1", mock.Anything).Return(nil).Once()
+	env.OnActivity(a.MarkTransferFailed, mock.Anything, "tr_1", "the accounts can no longer take this transfer").
+		Return(activities.TransferOutcome{Status: "failed"}, nil).Once()
 	env.ExecuteWorkflow(Transfer, input)
 	if env.GetWorkflowError() == nil || *calls != 1 {
 		t.Fatalf("want a failed run after one attempt, got err=%v calls=%d", env.GetWorkflowError(), *calls)
@@ -97,12 +98,45 @@ func TestRetriesAreBounded(t *testing.T) {
 	calls := countPosts(env, input, func(int) (activities.TransferOutcome, error) {
 		return activities.TransferOutcome{}, errors.New("database down")
 	})
-	env.OnActivity(a.MarkTransferFailed, mock.Anything, "tr_1", mock.Anything).Return(nil).Once()
+	// The ledger reads a stable sentence, never the error's text.
+	env.OnActivity(a.MarkTransferFailed, mock.Anything, "tr_1", "the ledger could not post the transfer within its retry window; no money moved").
+		Return(activities.TransferOutcome{Status: "failed"}, nil).Once()
 	env.ExecuteWorkflow(Transfer, input)
 	if env.GetWorkflowError() == nil || *calls < 2 {
 		t.Fatalf("a posting that never succeeds must be retried, then fail the run: err=%v calls=%d", env.GetWorkflowError(), *calls)
 	}
 	env.AssertExpectations(t)
+}
+
+// A posting whose deadline expired during its commit did move the money: the ledger says so
+// when the run gives up, and the run completes with the transfer's outcome and stored answer
+// instead of failing as if nothing had moved.
+func TestRunEndsWithWhatTheLedgerSays(t *testing.T) {
+	env := newEnv()
+	countPosts(env, input, func(int) (activities.TransferOutcome, error) {
+		return activities.TransferOutcome{}, errors.New("context deadline exceeded")
+	})
+	stored := activities.TransferOutcome{Status: "completed", Response: idempotency.Response{Status: 201, Body: []byte(`{"id":"tr_1"}`)}}
+	env.OnActivity(a.MarkTransferFailed, mock.Anything, "tr_1", mock.Anything).Return(stored, nil).Once()
+	env.ExecuteWorkflow(Transfer, input)
+	var got activities.TransferOutcome
+	if err := env.GetWorkflowResult(&got); err != nil || got.Status != "completed" || string(got.Response.Body) != `{"id":"tr_1"}` {
+		t.Fatalf("result %+v, %v; want the stored completion", got, err)
+	}
+	env.AssertExpectations(t)
+}
+
+// A run that already gave up on its transfer is fenced off by the ledger: no retry.
+func TestFencedPostingIsNotRetried(t *testing.T) {
+	env := newEnv()
+	calls := countPosts(env, input, func(int) (activities.TransferOutcome, error) {
+		return activities.TransferOutcome{}, temporal.NewNonRetryableApplicationError("fenced", activities.ErrTypeFenced, nil)
+	})
+	env.OnActivity(a.MarkTransferFailed, mock.Anything, "tr_1", mock.Anything).Return(activities.TransferOutcome{Status: "failed"}, nil).Once()
+	env.ExecuteWorkflow(Transfer, input)
+	if env.GetWorkflowError() == nil || *calls != 1 {
+		t.Fatalf("want a failed run after one attempt, got err=%v calls=%d", env.GetWorkflowError(), *calls)
+	}
 }
 
 func TestSummary(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,7 +17,7 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
-	"github.com/payments/payments/internal/problem"
+	"github.com/payments/payments/internal/outage"
 	"github.com/payments/payments/transfers"
 )
 
@@ -54,8 +53,8 @@ func runKeys(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parse(fs, args[1:], "owner"); err != nil {
 		return err
 	}
-	if *ownerName == "" {
-		return usagef("keys create: --owner must not be empty")
+	if *ownerName == "" || *ownerName == auth.SystemOwner {
+		return usagef("keys create: --owner must not be empty, and %q is reserved for the funding accounts", auth.SystemOwner)
 	}
 	return withDB(ctx, func(l *ledger.Ledger) error {
 		key, _, err := auth.CreateKey(ctx, l.DB, *ownerName)
@@ -80,8 +79,8 @@ func runAccounts(ctx context.Context, args []string, stdout io.Writer) error {
 	if !money.ValidCurrency(*currency) {
 		return usagef("accounts create: --currency must be one of %v", money.Currencies)
 	}
-	if *ownerName == "" || len([]rune(*name)) > 100 {
-		return usagef("accounts create: --owner must not be empty and --name at most 100 characters")
+	if *ownerName == "" || *ownerName == auth.SystemOwner || len([]rune(*name)) > 100 {
+		return usagef("accounts create: --owner must not be empty nor %q, and --name at most 100 characters", auth.SystemOwner)
 	}
 	return withDB(ctx, func(l *ledger.Ledger) error {
 		ownerID, err := auth.EnsureOwner(ctx, l.DB, *ownerName)
@@ -119,15 +118,9 @@ func runDeposit(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer d.close()
-	svc := d.transfers(false)
-	answer, err := deposit(ctx, svc, *account, *amount, *key)
-	var p *problem.Problem
-	if errors.As(err, &p) {
-		os.Stderr.Write(append(p.Body(), '\n'))
-		return errExitOne
-	}
+	answer, err := d.transfers(false).Deposit(ctx, *account, *amount, *key)
 	if err != nil {
-		return err
+		return depositError(err, *account, *key)
 	}
 	fmt.Fprintln(stdout, string(answer.Body))
 	if answer.Status >= 300 {
@@ -136,13 +129,27 @@ func runDeposit(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// deposit runs a deposit; an account that cannot take one is a usage error.
-func deposit(ctx context.Context, svc *transfers.Service, accountID string, amount int64, key string) (transfers.Answer, error) {
-	answer, err := svc.Deposit(ctx, accountID, amount, key)
-	if errors.Is(err, transfers.ErrNotCustomer) {
-		return answer, usagef("deposit: no customer account %q", accountID)
+// depositError says in the command's own words what went wrong with a deposit, and what to do.
+func depositError(err error, account, key string) error {
+	var (
+		failed *transfers.FailedError
+		inUse  *transfers.InUseError
+	)
+	again := "run the same command again with --idempotency-key " + key
+	switch {
+	case errors.Is(err, transfers.ErrNotCustomer):
+		return usagef("deposit: no customer account %q", account)
+	case errors.Is(err, idempotency.ErrReused):
+		return fmt.Errorf("deposit: --idempotency-key %s was first used for another deposit; use a new key", key)
+	case errors.As(err, &failed):
+		return fmt.Errorf("deposit: transfer %s failed after its retries and moved no money; %s", failed.TransferID, again)
+	case errors.As(err, &inUse):
+		return fmt.Errorf("deposit: transfer %s is still running; %s later for its answer", inUse.TransferID, again)
 	}
-	return answer, err
+	if o, ok := outage.As(err); ok {
+		return fmt.Errorf("deposit: %s is unreachable (%v); nothing was done twice: %s", o.Dependency, o.Err, again)
+	}
+	return fmt.Errorf("deposit: %w", err)
 }
 
 // runReconcile checks the ledger invariants (spec §4) and prints a report. The idempotency TTL

@@ -35,7 +35,8 @@ var commands = []command{
 	{"deposit", "deposit --account ID --amount-minor N [--idempotency-key K]: fund an account", runDeposit},
 	{"reconcile", "check every ledger invariant; exit 1 when any is broken", runReconcile},
 	{"bench", "bench [--api URL] [--clients N] [--duration D] [--json FILE]: measure what a transfer costs", runBench},
-	{"replay", "replay failed [--since D]: run failed transfers again; replay history FILE.json: check determinism", runReplay},
+	{"rerun", "rerun failed [--since D]: run failed, terminated or timed-out transfers again", runRerun},
+	{"replay", "replay history FILE.json…: check that histories replay against this build", runReplay},
 }
 
 func main() {

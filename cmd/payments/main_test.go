@@ -49,8 +49,13 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		{"reconcile", "now"},
 		{"replay"},
 		{"replay", "everything"},
-		{"replay", "failed", "--since", "yesterday"},
-		{"replay", "failed", "--since", "-1h"},
+		{"replay", "failed"},
+		{"rerun"},
+		{"rerun", "everything"},
+		{"rerun", "failed", "--since", "yesterday"},
+		{"rerun", "failed", "--since", "-1h"},
+		{"keys", "create", "--owner", "system"},
+		{"accounts", "create", "--owner", "system", "--currency", "USD"},
 		{"replay", "history"},
 		{"replay", "history", "--strict", "h.json"},
 		{"bench", "--clients", "0"},
@@ -68,7 +73,7 @@ func TestDepositRunsThroughTheTransferWorkflowOnce(t *testing.T) {
 	acc := env.Account(t, key, "EUR")
 	funding := env.Balance(t, money.FundingAccountID("EUR"))
 	for range 2 { // the second call is a retry with the same key
-		answer, err := deposit(context.Background(), env.Transfers, acc, 5_000, "seed-1")
+		answer, err := env.Transfers.Deposit(context.Background(), acc, 5_000, "seed-1")
 		if err != nil || answer.Status != 201 {
 			t.Fatalf("deposit: %+v %v", answer, err)
 		}
@@ -85,8 +90,12 @@ func TestDepositRunsThroughTheTransferWorkflowOnce(t *testing.T) {
 	if st := env.Settled(t, "deposit/"+ownerID+"/seed-1"); st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		t.Fatalf("deposit workflow: %v", st)
 	}
-	if _, err := deposit(context.Background(), env.Transfers, money.FundingAccountID("EUR"), 1, "x"); err == nil {
-		t.Fatal("depositing into a funding account must be refused")
+	t.Setenv("DATABASE_URL", env.URL)
+	t.Setenv("TEMPORAL_ADDRESS", env.Dev.FrontendHostPort())
+	var usage usageError
+	err := dispatch(context.Background(), []string{"deposit", "--account", money.FundingAccountID("EUR"), "--amount-minor", "1"}, io.Discard)
+	if !errors.As(err, &usage) {
+		t.Fatalf("depositing into a funding account: %v, want a usage error", err)
 	}
 }
 
@@ -100,7 +109,7 @@ func TestReconcileCommand(t *testing.T) {
 	}
 	t.Setenv("DATABASE_URL", url)
 	var out bytes.Buffer
-	if err := dispatch(ctx, []string{"reconcile"}, &out); err != nil || !strings.Contains(out.String(), "All 5 invariants hold") {
+	if err := dispatch(ctx, []string{"reconcile"}, &out); err != nil || !strings.Contains(out.String(), "All 7 invariants hold") {
 		t.Fatalf("clean ledger: %v\n%s", err, out.String())
 	}
 	db, err := database.Open(ctx, url)

@@ -154,13 +154,13 @@ func (d *deps) runWorker(ctx context.Context, metrics bool) error {
 	if metrics {
 		d.serveMetrics(ctx)
 	}
-	w := worker.New(d.temporal, &activities.Activities{Ledger: &ledger.Ledger{DB: d.db}, Posted: d.posted})
+	w := worker.New(d.temporal, &activities.Activities{Ledger: &ledger.Ledger{DB: d.db}, Posted: d.posted, Stale: d.transfers(false)})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	if err := worker.EnsureCleanupSchedule(ctx, d.temporal); err != nil {
+	if err := worker.EnsureSchedules(ctx, d.temporal); err != nil {
 		w.Stop()
-		return fmt.Errorf("worker: creating the idempotency cleanup schedule: %w", err)
+		return fmt.Errorf("worker: %w", err)
 	}
 	d.log.Info("worker started", "task_queue", workflows.TaskQueue, "temporal", d.cfg.Temporal.Address)
 	<-ctx.Done()
@@ -187,7 +187,7 @@ func (d *deps) serveMetrics(ctx context.Context) {
 func (d *deps) serveHTTP(ctx context.Context, eager bool) error {
 	srv := &api.Server{DB: d.db, Ledger: &ledger.Ledger{DB: d.db}, Transfers: d.transfers(eager),
 		Temporal: d.temporal, TTL: d.cfg.IdempotencyTTL, Log: d.log}
-	hs := &http.Server{Addr: d.cfg.HTTPAddr, Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := api.NewHTTPServer(d.cfg.HTTPAddr, srv.Handler(), d.cfg.SyncWait)
 	errs := make(chan error, 1)
 	go func() { errs <- hs.ListenAndServe() }()
 	d.log.Info("api listening", "addr", d.cfg.HTTPAddr)

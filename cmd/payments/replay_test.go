@@ -56,7 +56,7 @@ func failTransfers(t *testing.T, n int, amount, funded int64) (ownerID, key stri
 	}
 }
 
-func TestReplayFailedCompletesEachTransferOnce(t *testing.T) {
+func TestRerunFailedCompletesEachTransferOnce(t *testing.T) {
 	const n, amount, funded = 3, 60, 100
 	_, key, keys, from, to, fix := failTransfers(t, n, amount, funded)
 	testenv.WaitFor(t, "the failed runs to be visible", func() bool {
@@ -67,8 +67,8 @@ func TestReplayFailedCompletesEachTransferOnce(t *testing.T) {
 	t.Setenv("DATABASE_URL", env.URL)
 	t.Setenv("TEMPORAL_ADDRESS", env.Dev.FrontendHostPort())
 	var out bytes.Buffer
-	if err := dispatch(context.Background(), []string{"replay", "failed", "--since", "1h"}, &out); err != nil {
-		t.Fatalf("replay failed: %v\n%s", err, out.String())
+	if err := dispatch(context.Background(), []string{"rerun", "failed", "--since", "1h"}, &out); err != nil {
+		t.Fatalf("rerun failed: %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), fmt.Sprintf(": %d completed, 0 rejected, 0 failed again", n)) {
 		t.Fatalf("report:\n%s", out.String())
@@ -90,7 +90,7 @@ func TestReplayFailedCompletesEachTransferOnce(t *testing.T) {
 
 	// Again: nothing left to do; each is skipped, its latest run having completed.
 	out.Reset()
-	if err := dispatch(context.Background(), []string{"replay", "failed"}, &out); err != nil ||
+	if err := dispatch(context.Background(), []string{"rerun", "failed"}, &out); err != nil ||
 		!strings.Contains(out.String(), ": 0 completed, 0 rejected, 0 failed again") {
 		t.Fatalf("second replay: %v\n%s", err, out.String())
 	}

@@ -2,20 +2,24 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/payments/payments/internal/testenv"
 )
 
 // Two `payments worker` and two `payments api` processes on one task queue: both workers take
-// transfers, every transfer is sent to both APIs at once, and each moves its money once.
+// transfers, every transfer is sent to both APIs at once, each API's client retrying until it
+// has a final answer, and each transfer moves its money once.
 func TestTwoWorkersAndTwoAPIsShareTheLoad(t *testing.T) {
 	scale := testenv.New(t, "payments_test_cli_scale", testenv.Options{NoWorker: true})
 	bin := testenv.BuildPayments(t)
@@ -29,53 +33,185 @@ func TestTwoWorkersAndTwoAPIsShareTheLoad(t *testing.T) {
 	}
 
 	ownerID, key := scale.Owner(t)
-	const accounts, funded, count = 10, 1_000, 200
-	ids := scale.FundedAccounts(t, key, accounts, funded)
-	rng := rand.New(rand.NewPCG(5, 6))
-	type answer struct {
-		status int
-		body   string
+	const accounts, count = 10, 200
+	ids := make([]string, accounts)
+	for i := range ids {
+		ids[i] = scale.Account(t, key, "USD")
 	}
-	answers := make([][2]answer, count)
-	bodies := make([]string, count)
+	// Each account is funded with everything it sends, so no order of postings leaves one short:
+	// every transfer completes, except every 20th, which asks for more than all the accounts
+	// hold together and is rejected for insufficient funds.
+	type transfer struct {
+		from, to string
+		amount   int64
+		rejected bool
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	ts := make([]transfer, count)
+	funding := map[string]int64{}
+	var total int64
+	for i := range ts {
+		f, g := testenv.Pair(rng, accounts)
+		ts[i] = transfer{ids[f], ids[g], 1 + rng.Int64N(200), i%20 == 19}
+		if !ts[i].rejected {
+			funding[ids[f]] += ts[i].amount
+			total += ts[i].amount
+		}
+	}
+	for _, id := range ids {
+		if funding[id] > 0 {
+			scale.Fund(t, id, funding[id])
+		}
+	}
+	for i := range ts {
+		if ts[i].rejected {
+			ts[i].amount = total + 1
+		}
+	}
+
+	// Every answer from each API, to every attempt: [transfer][API].
+	answers := make([][2][]testenv.Response, count)
+	deadline := time.Now().Add(time.Minute)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
-	for i := range count {
-		f, g := testenv.Pair(rng, accounts)
-		bodies[i] = testenv.TransferBody(ids[f], ids[g], 1+rng.Int64N(200))
+	for i, tr := range ts {
+		body := testenv.TransferBody(tr.from, tr.to, tr.amount)
 		for a, base := range apis { // the same request to both APIs at once
 			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				req, _ := http.NewRequest("POST", base+"/v1/transfers", strings.NewReader(bodies[i]))
-				req.Header.Set("Authorization", "Bearer "+key)
-				req.Header.Set("Idempotency-Key", fmt.Sprintf("scale-%d", i))
-				r := testenv.Send(t, req)
-				answers[i][a] = answer{r.Status, string(r.Body)}
+				for {
+					req, _ := http.NewRequest("POST", base+"/v1/transfers", strings.NewReader(body))
+					req.Header.Set("Authorization", "Bearer "+key)
+					req.Header.Set("Idempotency-Key", fmt.Sprintf("scale-%d", i))
+					r := testenv.Send(t, req)
+					answers[i][a] = append(answers[i][a], r)
+					_, final, problem := classify(r, tr.from, tr.to, tr.amount)
+					if problem != "" {
+						t.Errorf("transfer %d, API %d, answer %d: %s: %d (Content-Type %q, Retry-After %q, Location %q) %s", i, a, len(answers[i][a]),
+							problem, r.Status, r.Header.Get("Content-Type"), r.Header.Get("Retry-After"), r.Header.Get("Location"), r.Body)
+						return
+					}
+					if final {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Errorf("transfer %d, API %d: no final answer after %d attempts", i, a, len(answers[i][a]))
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
 			})
 		}
 	}
 	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
 
-	for i, pair := range answers {
-		if pair[0] != pair[1] {
-			t.Fatalf("transfer %d: the two APIs answered differently:\n%d %s\n%d %s", i, pair[0].status, pair[0].body, pair[1].status, pair[1].body)
+	// Both APIs' final answers are one answer, byte for byte, and the one the design guarantees;
+	// the ledger holds exactly that transfer under the key's workflow ID, with its two entries if
+	// it completed and none if it was rejected.
+	type row struct {
+		id, status, from, to     string
+		amount, entries, fromSum int64
+		toSum                    int64
+	}
+	wfIDs := make([]string, count)
+	for i := range ts {
+		wfIDs[i] = fmt.Sprintf("transfer/%s/scale-%d", ownerID, i)
+	}
+	rows, err := scale.DB.Query(context.Background(), `
+		SELECT t.workflow_id, t.id, t.status, t.from_account_id, t.to_account_id, t.amount_minor, count(e.id),
+			coalesce(sum(e.amount_minor) FILTER (WHERE e.account_id = t.from_account_id), 0),
+			coalesce(sum(e.amount_minor) FILTER (WHERE e.account_id = t.to_account_id), 0)
+		FROM transfers t LEFT JOIN entries e ON e.transfer_id = t.id
+		WHERE t.workflow_id = ANY($1) GROUP BY t.id`, wfIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger := map[string][]row{}
+	for rows.Next() {
+		var wf string
+		var r row
+		if err := rows.Scan(&wf, &r.id, &r.status, &r.from, &r.to, &r.amount, &r.entries, &r.fromSum, &r.toSum); err != nil {
+			t.Fatal(err)
 		}
-		if pair[0].status != http.StatusCreated && pair[0].status != http.StatusUnprocessableEntity {
-			t.Fatalf("transfer %d: %d %s", i, pair[0].status, pair[0].body)
+		ledger[wf] = append(ledger[wf], r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{}
+	tally := map[string]int{}
+	completed := 0
+	for i, tr := range ts {
+		for a := range apis {
+			for _, r := range answers[i][a] {
+				kind, _, _ := classify(r, tr.from, tr.to, tr.amount)
+				tally[fmt.Sprintf("API %d: %d %s", a, r.Status, kind)]++
+			}
+		}
+		first, other := answers[i][0][len(answers[i][0])-1], answers[i][1][len(answers[i][1])-1]
+		if first.Status != other.Status || string(first.Body) != string(other.Body) ||
+			first.Header.Get("Content-Type") != other.Header.Get("Content-Type") || first.Header.Get("Location") != other.Header.Get("Location") {
+			t.Errorf("transfer %d: the two APIs' final answers differ:\n%d %s\n%d %s", i, first.Status, first.Body, other.Status, other.Body)
+		}
+		var body map[string]any
+		_ = json.Unmarshal(first.Body, &body)
+		wantStatus, state, entries, moved, answeredID := http.StatusCreated, "completed", int64(2), tr.amount, body["id"]
+		if tr.rejected {
+			wantStatus, state, entries, moved, answeredID = http.StatusUnprocessableEntity, "rejected", 0, 0, body["transfer_id"]
+		}
+		if first.Status != wantStatus {
+			t.Errorf("transfer %d: answered %d, but its design guarantees %d: %s", i, first.Status, wantStatus, first.Body)
+		}
+		if len(ledger[wfIDs[i]]) != 1 { // at most one completed transfer per workflow ID, and it is this one
+			t.Errorf("transfer %d: %d transfers under workflow ID %s, want 1: %+v", i, len(ledger[wfIDs[i]]), wfIDs[i], ledger[wfIDs[i]])
+			continue
+		}
+		r := ledger[wfIDs[i]][0]
+		if answeredID != r.id || r.status != state || r.entries != entries || r.fromSum != -moved || r.toSum != moved ||
+			r.from != tr.from || r.to != tr.to || r.amount != tr.amount {
+			t.Errorf("transfer %d: the ledger holds %+v, want transfer %v %s with %d entries moving %d", i, r, answeredID, state, entries, moved)
+		}
+		if r.status == "completed" {
+			completed++
+			want[tr.from] -= tr.amount
+			want[tr.to] += tr.amount
 		}
 	}
-	entries := scale.Count(t, `SELECT count(*) FROM entries WHERE account_id = ANY($1)`, ids)
-	completed := scale.Count(t, `SELECT count(*) FROM transfers WHERE from_account_id = ANY($1) AND status = 'completed'`, ids)
-	if entries != accounts+2*completed {
-		t.Fatalf("%d entries for %d completed transfers", entries, completed)
+	if completed < count*8/10 {
+		t.Errorf("%d of %d transfers completed: the design guarantees at least 80%%", completed, count)
+	}
+	for _, id := range ids {
+		if got := scale.Balance(t, id); got != funding[id]+want[id] {
+			t.Errorf("account %s: balance %d, its funding and the completed transfers make %d", id, got, funding[id]+want[id])
+		}
 	}
 	scale.Reconcile(t)
 
+	// One Temporal run per workflow ID: every key's workflow has a run (its history below), and
+	// there are as many closed, completed runs under the owner as keys, and nothing else.
+	countRuns := func(query string) int {
+		resp, err := scale.Temporal.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("WorkflowId STARTS_WITH 'transfer/%s/' %s", ownerID, query)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(resp.GetCount())
+	}
+	testenv.WaitFor(t, "every run to be visible and closed", func() bool {
+		return countRuns("AND ExecutionStatus = 'Completed'") >= count && countRuns("AND ExecutionStatus = 'Running'") == 0
+	})
+	if all, done := countRuns(""), countRuns("AND ExecutionStatus = 'Completed'"); all != count || done != count {
+		t.Errorf("%d runs, %d of them completed, for %d workflow IDs: want one completed run each", all, done, count)
+	}
+
 	// Both workers ran transfer workflows.
 	identities := map[string]int{}
-	for i := range count {
-		it := scale.Temporal.GetWorkflowHistory(context.Background(), fmt.Sprintf("transfer/%s/scale-%d", ownerID, i), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for _, id := range wfIDs {
+		it := scale.Temporal.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			ev, err := it.Next()
 			if err != nil {
@@ -89,5 +225,39 @@ func TestTwoWorkersAndTwoAPIsShareTheLoad(t *testing.T) {
 	if len(identities) != 2 {
 		t.Fatalf("workflow tasks by worker: %v, want both workers", identities)
 	}
-	t.Logf("workflow tasks by worker: %v", identities)
+	t.Logf("%d of %d transfers completed; answers %v; workflow tasks by worker: %v", completed, count, tally, identities)
+}
+
+// classify checks an answer to a transfer from one account to another of amount against the
+// contract: final is 201 (this transfer, completed, with its Location) or 422
+// insufficient-funds (with its transfer_id); not final, and to be sent again, is 503
+// service-unavailable or 409 idempotency-key-in-use with Retry-After, or 202 pending with a
+// Location. kind is the answer's problem type, or the transfer status its body reports; problem
+// says what is wrong with an answer the contract does not allow.
+func classify(r testenv.Response, from, to string, amount int64) (kind string, final bool, problem string) {
+	var body map[string]any
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		return "", false, "the body is not JSON"
+	}
+	kind, _ = body["type"].(string)
+	kind = strings.TrimPrefix(kind, "/problems/")
+	status, _ := body["status"].(string)
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") {
+		kind = status
+	}
+	isProblem := strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json")
+	retryAfter := r.Header.Get("Retry-After") != ""
+	switch {
+	case r.Status == http.StatusCreated && status == "completed" && !isProblem &&
+		r.Header.Get("Location") == fmt.Sprint("/v1/transfers/", body["id"]) &&
+		body["from_account_id"] == from && body["to_account_id"] == to && body["amount_minor"] == float64(amount):
+		return kind, true, ""
+	case r.Status == http.StatusUnprocessableEntity && kind == "insufficient-funds" && isProblem && body["transfer_id"] != nil:
+		return kind, true, ""
+	case r.Status == http.StatusServiceUnavailable && kind == "service-unavailable" && isProblem && retryAfter,
+		r.Status == http.StatusConflict && kind == "idempotency-key-in-use" && isProblem && retryAfter,
+		r.Status == http.StatusAccepted && status == "pending" && !isProblem && strings.HasPrefix(r.Header.Get("Location"), "/v1/transfers/"):
+		return kind, false, ""
+	}
+	return kind, false, "not an answer the contract allows here"
 }

@@ -22,6 +22,13 @@ const KeyPrefix = "pk_"
 // ErrUnknownKey means the key is not one this service issued.
 var ErrUnknownKey = errors.New("unknown API key")
 
+// SystemOwner names the owner of the funding accounts: the ledger's own, which no API key may
+// act for (its key could move money out of nothing).
+const SystemOwner = "system"
+
+// ErrReservedOwner refuses to give the system owner a key or an account.
+var ErrReservedOwner = errors.New(`the owner "system" holds the funding accounts and is reserved`)
+
 func hash(key string) []byte {
 	sum := sha256.Sum256([]byte(key))
 	return sum[:]
@@ -29,6 +36,9 @@ func hash(key string) []byte {
 
 // EnsureOwner returns the id of the owner called name, creating the owner if new.
 func EnsureOwner(ctx context.Context, db database.Querier, name string) (string, error) {
+	if name == SystemOwner {
+		return "", ErrReservedOwner
+	}
 	var id string
 	err := db.QueryRow(ctx, `
 		WITH ins AS (
@@ -65,7 +75,9 @@ func Owner(ctx context.Context, db database.Querier, key string) (string, error)
 		return "", ErrUnknownKey
 	}
 	var id string
-	err := db.QueryRow(ctx, `SELECT owner_id FROM api_keys WHERE key_hash = $1`, hash(key)).Scan(&id)
+	// A key issued to the system owner before it was reserved opens nothing.
+	err := db.QueryRow(ctx, `SELECT k.owner_id FROM api_keys k JOIN owners o ON o.id = k.owner_id
+		WHERE k.key_hash = $1 AND o.name <> $2`, hash(key), SystemOwner).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", ErrUnknownKey
 	}

@@ -4,15 +4,17 @@ package devserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sort"
+	"time"
 
-	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/payments/payments/workflows"
 )
@@ -42,8 +44,16 @@ type Options struct {
 	Log      io.Writer
 }
 
-// Start starts the dev server and waits until it answers.
-func Start(ctx context.Context, o Options) (*testsuite.DevServer, error) {
+// Server is a running dev server, a child of this process that dies with it (see StartChild).
+type Server struct {
+	child    *Child
+	client   client.Client
+	hostPort string
+}
+
+// Start starts the dev server and waits until it answers, with the workflows' search attributes
+// registered on its default namespace. If it does not answer, Start kills it.
+func Start(ctx context.Context, o Options) (*Server, error) {
 	if _, err := os.Stat(o.Binary); err != nil {
 		return nil, fmt.Errorf("the Temporal CLI is not at %s: run 'make bin/temporal' to build it", o.Binary)
 	}
@@ -52,29 +62,126 @@ func Start(ctx context.Context, o Options) (*testsuite.DevServer, error) {
 			return nil, err
 		}
 	}
-	var attrs []temporal.SearchAttributeUpdate
-	for name, t := range workflows.SearchAttributeTypes {
-		attrs = append(attrs, keyFor(name, t))
+	hostPort := o.HostPort
+	if hostPort == "" {
+		var err error
+		if hostPort, err = freeHostPort(); err != nil {
+			return nil, err
+		}
+	} else if l, err := net.Listen("tcp", hostPort); err != nil {
+		// Dialing would find the server already there, and Start would answer with it.
+		return nil, fmt.Errorf("cannot listen on %s: %w", hostPort, err)
+	} else {
+		_ = l.Close()
 	}
-	return testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
-		ExistingPath:     o.Binary,
-		ClientOptions:    &client.Options{HostPort: o.HostPort, Logger: quiet{}},
-		DBFilename:       o.DBFile,
-		EnableUI:         o.UIPort != "",
-		UIPort:           o.UIPort,
-		LogLevel:         "error",
-		SearchAttributes: temporal.NewSearchAttributes(attrs...),
-		ExtraArgs:        TunedArgs,
-		Stdout:           o.Log,
-		Stderr:           o.Log,
-	})
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return nil, fmt.Errorf("invalid HostPort: %w", err)
+	}
+	cmd := exec.Command(o.Binary, serverArgs(o, host, port)...)
+	cmd.Stdout, cmd.Stderr = o.Log, o.Log
+	if o.Log == nil {
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	}
+	child, err := StartChild(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", o.Binary, err)
+	}
+	c, err := waitReady(ctx, child, client.Options{HostPort: hostPort, Namespace: namespace, Logger: quiet{}})
+	if err != nil {
+		_ = child.Kill()
+		return nil, err
+	}
+	return &Server{child: child, client: c, hostPort: hostPort}, nil
 }
 
-func keyFor(name string, t enums.IndexedValueType) temporal.SearchAttributeUpdate {
-	if t == enums.INDEXED_VALUE_TYPE_INT {
-		return temporal.NewSearchAttributeKeyInt64(name).ValueSet(0)
+const namespace = "default"
+
+// serverArgs are the dev server's command-line arguments: those go.temporal.io/sdk/testsuite's
+// StartDevServer passes plus TunedArgs.
+func serverArgs(o Options, host, port string) []string {
+	args := []string{
+		"server", "start-dev",
+		"--ip", host, "--port", port,
+		"--namespace", namespace,
+		"--dynamic-config-value", "frontend.enableServerVersionCheck=false",
+		"--log-level", "error",
 	}
-	return temporal.NewSearchAttributeKeyKeyword(name).ValueSet("")
+	if o.UIPort == "" {
+		args = append(args, "--headless")
+	}
+	if o.DBFile != "" {
+		args = append(args, "--db-filename", o.DBFile)
+	}
+	if o.UIPort != "" {
+		args = append(args, "--ui-port", o.UIPort)
+	}
+	names := make([]string, 0, len(workflows.SearchAttributeTypes))
+	for name := range workflows.SearchAttributeTypes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		args = append(args, "--search-attribute", name+"="+workflows.SearchAttributeTypes[name].String())
+	}
+	return append(args, TunedArgs...)
+}
+
+// readyWithin is how long the server has to answer, as in the SDK's StartDevServer.
+const readyWithin = time.Minute
+
+// waitReady dials the server until it answers, it exits, ctx ends or readyWithin passes.
+func waitReady(ctx context.Context, child *Child, opts client.Options) (client.Client, error) {
+	deadline := time.NewTimer(readyWithin)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		c, err := client.DialContext(ctx, opts)
+		if err == nil {
+			return c, nil
+		}
+		select {
+		case <-child.Done():
+			return nil, fmt.Errorf("the dev server exited before answering (%v); last dial error: %w", child.Wait(), err)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-deadline.C:
+			return nil, fmt.Errorf("the dev server did not answer within %v: %w", readyWithin, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// Client is a client connected to the server's default namespace. Stop does not close it: it
+// reconnects to a server started again on the same address.
+func (s *Server) Client() client.Client { return s.client }
+
+// FrontendHostPort is the server's gRPC address.
+func (s *Server) FrontendHostPort() string { return s.hostPort }
+
+// Pid is the server's process id.
+func (s *Server) Pid() int { return s.child.Pid() }
+
+// stopWithin is how long Stop waits after an interrupt before it kills the server.
+const stopWithin = 30 * time.Second
+
+// Stop interrupts the server and waits for it to exit; if it has not within stopWithin, Stop
+// kills it. It returns how the process ended (nil after a clean shutdown).
+func (s *Server) Stop() error {
+	if err := s.child.Cmd.Process.Signal(os.Interrupt); err != nil {
+		if errors.Is(err, os.ErrProcessDone) {
+			return s.child.Wait()
+		}
+		return s.child.Kill() // no interrupts here (Windows)
+	}
+	select {
+	case <-s.child.Done():
+		return s.child.Wait()
+	case <-time.After(stopWithin):
+		_ = s.child.Kill()
+		return fmt.Errorf("the dev server did not stop within %v of an interrupt and was killed", stopWithin)
+	}
 }
 
 // quiet drops the SDK client's own logs while the server starts.

@@ -30,10 +30,23 @@ func Canonical(body []byte) ([]byte, error) {
 	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 }
 
-// Fingerprint is the SHA-256 of the route and the canonical body: what decides whether a
-// request with a known key is the same request.
-func Fingerprint(route string, body []byte) ([]byte, error) {
-	canon, err := Canonical(body)
+// Fingerprint is the SHA-256 of the route and the canonical request: what decides whether a
+// request with a known key is the same request. request is the decoded request the handler
+// executes (a struct with JSON tags, optional fields omitempty), never the raw body: a body can
+// be read more than one way (duplicate or case-changed member names), its decoded value only
+// one. For a body without such ambiguity, the fingerprint equals that of its canonical form.
+func Fingerprint(route string, request any) ([]byte, error) {
+	switch request.(type) {
+	case []byte, json.RawMessage, string:
+		return nil, errors.New("fingerprint the decoded request, not its raw body")
+	}
+	var encoded bytes.Buffer
+	enc := json.NewEncoder(&encoded)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(request); err != nil {
+		return nil, err
+	}
+	canon, err := Canonical(encoded.Bytes())
 	if err != nil {
 		return nil, err
 	}

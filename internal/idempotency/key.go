@@ -32,7 +32,10 @@ func ParseKey(values []string) (string, error) {
 	default:
 		return "", ErrInvalid
 	}
-	key := strings.TrimSpace(values[0]) // optional whitespace around a field value is not part of it
+	// HTTP's optional whitespace (space, tab) around a field value is not part of it; nothing
+	// else is stripped (strings.TrimSpace would also take a no-break space, making
+	// "order-1\u00a0" the key "order-1").
+	key := strings.Trim(values[0], " \t")
 	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
 		unquoted, ok := unquoteSFString(key[1 : len(key)-1])
 		if !ok {

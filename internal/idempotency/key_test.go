@@ -27,6 +27,13 @@ func TestParseKey(t *testing.T) {
 		{[]string{strings.Repeat("k", 256)}, "", ErrInvalid},
 		{[]string{"a", "a"}, "", ErrInvalid},
 		{[]string{" padded "}, "padded", nil},
+		{[]string{"\tpadded\t"}, "padded", nil},
+		// Only HTTP's own whitespace is stripped: a no-break space (or any other Unicode space)
+		// is a character outside visible ASCII.
+		{[]string{"order-1\u00a0"}, "", ErrInvalid},
+		{[]string{"\u00a0order-1"}, "", ErrInvalid},
+		{[]string{"order-1\u2003"}, "", ErrInvalid},
+		{[]string{"order-1\n"}, "", ErrInvalid},
 	}
 	for _, c := range cases {
 		got, err := ParseKey(c.values)

@@ -16,7 +16,7 @@ type Response struct {
 	Status      int    `json:"status"`
 	ContentType string `json:"content_type"`
 	Location    string `json:"location,omitempty"`
-	Body        []byte `json:"body"`
+	Body        Body   `json:"body"`
 }
 
 // Record is the state of one scope.

@@ -21,6 +21,17 @@ const (
 	StatusFailed    = "failed"
 )
 
+// Kinds of account: a customer's, or a currency's funding account (the ledger's own, the
+// source of deposits, allowed to go negative).
+const (
+	KindCustomer = "customer"
+	KindFunding  = "funding"
+)
+
+// Final reports whether a transfer in status will never change again: it completed or was
+// rejected. A failed transfer is not final: a new run of its workflow may still post it.
+func Final(status string) bool { return status == StatusCompleted || status == StatusRejected }
+
 // Account is an account as the API shows it.
 type Account struct {
 	ID           string    `json:"id"`
@@ -81,10 +92,11 @@ func scanAccount(row pgx.Row) (Account, error) {
 const transferColumns = `id, status, from_account_id, to_account_id, amount_minor, currency, description,
 	workflow_id, created_at, completed_at, failure_reason`
 
-func scanTransfer(row pgx.Row) (Transfer, error) {
+// scanTransfer reads a row of transferColumns, and of any extra columns after them into extra.
+func scanTransfer(row pgx.Row, extra ...any) (Transfer, error) {
 	var t Transfer
-	err := row.Scan(&t.ID, &t.Status, &t.FromAccountID, &t.ToAccountID, &t.AmountMinor, &t.Currency,
-		&t.Description, &t.WorkflowID, &t.CreatedAt, &t.CompletedAt, &t.FailureReason)
+	err := row.Scan(append([]any{&t.ID, &t.Status, &t.FromAccountID, &t.ToAccountID, &t.AmountMinor, &t.Currency,
+		&t.Description, &t.WorkflowID, &t.CreatedAt, &t.CompletedAt, &t.FailureReason}, extra...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, ErrNotFound
 	}

@@ -29,12 +29,18 @@ type Posting struct {
 	Description string
 	Scope       idempotency.Scope
 	ReplayFor   time.Duration // how long the stored response is replayed
+	RunID       string        // the workflow run posting it, if any: see ErrFenced
 }
 
 // ErrInvalidPosting is a posting that can never succeed, whatever is retried: the accounts do
 // not exist or do not hold its currency. The API checks all of this before starting; reaching
 // it here means the accounts changed or a caller skipped the checks.
 var ErrInvalidPosting = errors.New("invalid posting")
+
+// ErrFenced is a posting by a workflow run that has already given up on the transfer (MarkFailed
+// names it): its client was told that no money moved, so this run must not move it now. A new
+// run of the same workflow ID may.
+var ErrFenced = errors.New("the transfer was marked failed by this run")
 
 // Retries counts ledger transactions retried after a serialization failure or deadlock.
 var Retries = promauto.NewCounter(prometheus.CounterOpts{
@@ -83,18 +89,23 @@ func retryable(err error) bool {
 
 func post(ctx context.Context, tx pgx.Tx, p Posting) (Transfer, idempotency.Response, error) {
 	// Claim the transfer id first. DO UPDATE (rather than DO NOTHING) returns the row either way
-	// and locks it, so a concurrent posting of the same id waits here and then sees it final.
+	// and locks it, so a concurrent posting of the same id waits here and then sees it final,
+	// and MarkFailed waits for a posting under way.
+	var fenced bool
 	t, err := scanTransfer(tx.QueryRow(ctx, `
 		INSERT INTO transfers (id, status, from_account_id, to_account_id, amount_minor, currency, description, workflow_id)
 		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (id) DO UPDATE SET id = EXCLUDED.id
-		RETURNING `+transferColumns,
-		p.TransferID, p.From, p.To, p.AmountMinor, p.Currency, p.Description, p.WorkflowID))
+		RETURNING `+transferColumns+`, $8::text = ANY(failed_runs)`,
+		p.TransferID, p.From, p.To, p.AmountMinor, p.Currency, p.Description, p.WorkflowID, p.RunID), &fenced)
 	if err != nil {
 		return t, idempotency.Response{}, fkInvalid(err)
 	}
-	if t.Status == StatusCompleted || t.Status == StatusRejected {
-		return storedResponse(ctx, tx, p.Scope, t) // posted before: nothing more to do
+	if Final(t.Status) {
+		return StoredResponse(ctx, tx, p.Scope, t) // posted before: nothing more to do
+	}
+	if fenced {
+		return t, idempotency.Response{}, ErrFenced
 	}
 
 	accounts, err := lockAccounts(ctx, tx, t.FromAccountID, t.ToAccountID)
@@ -111,7 +122,7 @@ func post(ctx context.Context, tx pgx.Tx, p Posting) (Transfer, idempotency.Resp
 	if fromAfter > from.BalanceMinor || toAfter < to.BalanceMinor {
 		return t, idempotency.Response{}, fmt.Errorf("%w: a balance would overflow 64 bits", ErrInvalidPosting)
 	}
-	if from.Kind == "customer" && from.BalanceMinor < t.AmountMinor {
+	if from.Kind == KindCustomer && from.BalanceMinor < t.AmountMinor {
 		t, err = finish(ctx, tx, t.ID, StatusRejected, "insufficient funds")
 	} else {
 		err = move(ctx, tx, t, fromAfter, toAfter)
@@ -173,20 +184,30 @@ func finish(ctx context.Context, q database.Querier, id, status, reason string) 
 		RETURNING `+transferColumns, id, status, reason))
 }
 
-// MarkFailed records that the transfer's workflow gave up. It changes only a pending transfer:
-// one that completed or was rejected keeps that outcome (a posting can commit and still be
-// reported lost to the workflow), and one never inserted is left alone. The transfer can still
-// complete later, under a new run of the same workflow ID.
-func (l *Ledger) MarkFailed(ctx context.Context, id, reason string) error {
-	_, err := l.DB.Exec(ctx, `
-		UPDATE transfers SET status = 'failed', completed_at = now(), failure_reason = $2
-		WHERE id = $1 AND status = 'pending'`, id, reason)
-	return err
+// MarkFailed records that run, a run of the transfer's workflow, gave up on it, for reason (a
+// sentence a client may read), and returns the transfer as the ledger now holds it. It changes
+// only a transfer not final: one that completed or was rejected keeps that outcome (a posting
+// can commit and still be reported lost to the workflow; a posting still under way holds the
+// row's lock, and this waits for it), and one never inserted is left alone (ErrNotFound). From
+// then on, a posting by run is refused (ErrFenced), so a failed transfer stays one that moved no
+// money; a new run of the same workflow ID can still post it.
+func (l *Ledger) MarkFailed(ctx context.Context, id, run, reason string) (Transfer, error) {
+	t, err := scanTransfer(l.DB.QueryRow(ctx, `
+		UPDATE transfers SET status = 'failed', completed_at = now(),
+			failure_reason = CASE WHEN $2::text = ANY(failed_runs) THEN failure_reason ELSE $3 END,
+			failed_runs = CASE WHEN $2::text = '' OR $2::text = ANY(failed_runs) THEN failed_runs
+				ELSE array_append(failed_runs, $2::text) END
+		WHERE id = $1 AND status IN ('pending', 'failed')
+		RETURNING `+transferColumns, id, run, reason))
+	if errors.Is(err, ErrNotFound) {
+		return l.Transfer(ctx, "", id)
+	}
+	return t, err
 }
 
-// storedResponse returns the response stored when t was posted, byte for byte, or renders it
-// again when its replay window has passed.
-func storedResponse(ctx context.Context, q database.Querier, s idempotency.Scope, t Transfer) (Transfer, idempotency.Response, error) {
+// StoredResponse returns the response stored when t (final) was posted, byte for byte, or
+// renders it again when its replay window has passed.
+func StoredResponse(ctx context.Context, q database.Querier, s idempotency.Scope, t Transfer) (Transfer, idempotency.Response, error) {
 	rec, found, err := idempotency.Lookup(ctx, q, s)
 	if err != nil {
 		return t, idempotency.Response{}, err
@@ -239,4 +260,24 @@ func TransfersUnder(ctx context.Context, q database.Querier, id string) (int, er
 	var n int
 	err := q.QueryRow(ctx, `SELECT count(*) FROM transfers WHERE workflow_id = $1`, id).Scan(&n)
 	return n, err
+}
+
+// StalePending returns up to limit transfers pending for longer than olderThan, oldest first.
+func (l *Ledger) StalePending(ctx context.Context, olderThan time.Duration, limit int) ([]Transfer, error) {
+	rows, err := l.DB.Query(ctx, `SELECT `+transferColumns+` FROM transfers
+		WHERE status = 'pending' AND created_at < now() - $1::interval
+		ORDER BY created_at LIMIT $2`, olderThan, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Transfer
+	for rows.Next() {
+		t, err := scanTransfer(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -23,6 +24,9 @@ import (
 
 var l *ledger.Ledger
 
+// ttl is PAYMENTS_IDEMPOTENCY_TTL's default, which every reconcile of these tests uses.
+const ttl = 24 * time.Hour
+
 func TestMain(m *testing.M) {
 	ctx := context.Background()
 	url, err := testenv.FreshDatabase(ctx, "payments_test_ledger")
@@ -37,9 +41,9 @@ func TestMain(m *testing.M) {
 	}
 	l = &ledger.Ledger{DB: pool}
 	code := m.Run()
-	// Whatever the tests did, the ledger they leave behind must reconcile. (TTL 0: one test uses
-	// a key twice on purpose, as if its record had expired at once.)
-	if report, err := ledger.Reconcile(ctx, pool, 0); err != nil || !report.OK() {
+	// Whatever the tests did, the ledger they leave behind must reconcile, with the TTL the
+	// service runs with by default.
+	if report, err := ledger.Reconcile(ctx, pool, ttl); err != nil || !report.OK() {
 		report.Print(os.Stderr)
 		fmt.Fprintln(os.Stderr, "the ledger tests left an unreconciled ledger", err)
 		code = 1
@@ -59,9 +63,10 @@ func account(t *testing.T, currency string, balance int64) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if balance > 0 {
-		p := posting(money.FundingAccountID(currency), acc.ID, balance)
-		p.Currency = currency
+	if balance > 0 { // a deposit, as `payments deposit` makes it
+		scope := idempotency.Scope{OwnerID: owner, Route: idempotency.RouteDeposit, Key: ledger.NewID("k")}
+		p := ledger.Posting{TransferID: scope.TransferID(0), WorkflowID: scope.WorkflowID(), From: money.FundingAccountID(currency),
+			To: acc.ID, AmountMinor: balance, Currency: currency, Scope: scope}
 		if _, _, err := l.Post(ctx, p); err != nil {
 			t.Fatal(err)
 		}
@@ -69,9 +74,14 @@ func account(t *testing.T, currency string, balance int64) string {
 	return acc.ID
 }
 
-// posting is a USD transfer made under a scope of its own, as the API would make it.
+// posting is a USD transfer made under a scope of its own, as the API would make it for the
+// owner of from.
 func posting(from, to string, amount int64) ledger.Posting {
-	scope := idempotency.Scope{OwnerID: "own_x", Route: idempotency.RouteTransfers, Key: ledger.NewID("k")}
+	acc, err := l.Account(context.Background(), "", from)
+	if err != nil {
+		panic(err)
+	}
+	scope := idempotency.Scope{OwnerID: acc.OwnerID, Route: idempotency.RouteTransfers, Key: ledger.NewID("k")}
 	return ledger.Posting{TransferID: scope.TransferID(0), WorkflowID: scope.WorkflowID(), From: from, To: to,
 		AmountMinor: amount, Currency: "USD", Scope: scope}
 }
@@ -186,10 +196,7 @@ func TestMarkFailedNeverUndoesAPosting(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The posting committed but its result was lost, and the run gave up: the ledger keeps the truth.
-	if err := l.MarkFailed(context.Background(), p.TransferID, "lost result"); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := l.Transfer(context.Background(), "", p.TransferID)
+	tr, err := l.MarkFailed(context.Background(), p.TransferID, "run-1", "lost result")
 	if err != nil || tr.Status != ledger.StatusCompleted || tr.FailureReason != nil {
 		t.Fatalf("transfer %s (%v), want completed: %v", tr.Status, tr.FailureReason, err)
 	}
@@ -202,18 +209,22 @@ func TestMarkFailedNeverUndoesAPosting(t *testing.T) {
 	if err := ledger.InsertPending(context.Background(), l.DB, q); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.MarkFailed(context.Background(), q.TransferID, "database down"); err != nil {
-		t.Fatal(err)
+	if tr, err := l.MarkFailed(context.Background(), q.TransferID, "run-1", "database down"); err != nil || tr.Status != ledger.StatusFailed {
+		t.Fatalf("status %s (%v), want failed", tr.Status, err)
 	}
-	if tr, _ := l.Transfer(context.Background(), "", q.TransferID); tr.Status != ledger.StatusFailed {
-		t.Fatalf("status %s, want failed", tr.Status)
+	// The run that gave up cannot post it any more (its client was told no money moved); a
+	// later run still posts it, once.
+	q.RunID = "run-1"
+	if _, _, err := l.Post(context.Background(), q); !errors.Is(err, ledger.ErrFenced) || entries(t, q.TransferID) != 0 {
+		t.Fatalf("posting by the run that gave up: %v, %d entries", err, entries(t, q.TransferID))
 	}
+	q.RunID = "run-2"
 	if tr, _, err := l.Post(context.Background(), q); err != nil || tr.Status != ledger.StatusCompleted || entries(t, q.TransferID) != 2 {
 		t.Fatalf("re-run after failure: %s %v", tr.Status, err)
 	}
 	// Marking a transfer nobody inserted is harmless.
-	if err := l.MarkFailed(context.Background(), "tr_unknown", "x"); err != nil {
-		t.Fatal(err)
+	if _, err := l.MarkFailed(context.Background(), "tr_unknown", "run-1", "x"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("err %v, want ErrNotFound", err)
 	}
 }
 

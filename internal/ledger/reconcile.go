@@ -2,8 +2,10 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,9 +14,9 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 )
 
-// Check is one ledger invariant (spec §4) and what breaks it.
+// Check is one ledger invariant and what breaks it.
 type Check struct {
-	Number     int
+	ID         string // "1" to "5" as docs/ledger.md numbers them; "5a", "5b" refine the fifth
 	Invariant  string
 	Violations []string // one line each, at most maxViolations
 	More       int      // violations beyond those listed
@@ -25,14 +27,16 @@ type Report struct {
 	Accounts, Transfers, Entries int64
 	ByStatus                     map[string]int64
 	Checks                       []Check
-	// StalePending are transfers pending for more than StaleAfter: not a broken invariant (no
-	// money moved), but a claim whose workflow never started or a posting that cannot finish,
-	// worth a look in the Temporal UI.
+	// StalePending are transfers pending for more than PendingBound: not a broken invariant (no
+	// money moved), but a sign that the recovery Schedule is not running, or that a run has been
+	// held open for that long (a posting waiting on a lock, no worker polling): worth a look in
+	// the Temporal UI.
 	StalePending []string
 }
 
-// StaleAfter is how long a transfer may stay pending before the report points it out.
-const StaleAfter = 15 * time.Minute
+// PendingBound is how long a transfer may stay pending: the recovery Schedule resolves any
+// claim older than workflows.StaleAfter every workflows.RecoveryEvery, which add up to this.
+const PendingBound = 15 * time.Minute
 
 // OK is true when every invariant holds.
 func (r Report) OK() bool {
@@ -66,26 +70,28 @@ func Reconcile(ctx context.Context, q database.Querier, ttl time.Duration) (Repo
 	if r.StalePending, err = lines(ctx, q, `
 		SELECT format('transfer %s (%s) pending since %s', id, workflow_id, created_at)
 		FROM transfers WHERE status = 'pending' AND created_at < now() - $1::interval
-		ORDER BY created_at LIMIT 20`, StaleAfter); err != nil {
+		ORDER BY created_at LIMIT 20`, PendingBound); err != nil {
 		return r, err
 	}
 	for _, c := range []struct {
-		invariant string
-		find      func(context.Context, database.Querier) ([]string, error)
+		id, invariant string
+		find          func(context.Context, database.Querier) ([]string, error)
 	}{
-		{"each completed transfer has exactly two entries, -amount on the source and +amount on the destination, in its currency; other transfers have none", entriesMatchTransfers},
-		{"each account's balance equals the sum of its entries, and each entry's balance_after_minor the running sum", balancesMatchEntries},
-		{"per currency, all balances (funding accounts included) sum to zero", currenciesSumToZero},
-		{"no customer account is or ever was negative", customersNeverNegative},
-		{"no transfer id, and no idempotency scope, has moved money twice", func(ctx context.Context, q database.Querier) ([]string, error) {
+		{"1", "each completed transfer has exactly two entries, -amount on the source and +amount on the destination, in its currency; other transfers have none", entriesMatchTransfers},
+		{"2", "each account's balance equals the sum of its entries, and each entry's balance_after_minor the running sum", balancesMatchEntries},
+		{"3", "per currency, all balances (funding accounts included) sum to zero", currenciesSumToZero},
+		{"4", "no customer account is or ever was negative", customersNeverNegative},
+		{"5", "no transfer id, and no idempotency scope, has moved money twice", func(ctx context.Context, q database.Querier) ([]string, error) {
 			return movedOnce(ctx, q, ttl)
 		}},
+		{"5a", "money leaves a customer account only at its owner's request, and funding accounts only for deposits", movedByItsOwner},
+		{"5b", "every stored answer agrees with what its operation did", answersAgree},
 	} {
 		found, err := c.find(ctx, q)
 		if err != nil {
 			return r, fmt.Errorf("checking %q: %w", c.invariant, err)
 		}
-		check := Check{Number: len(r.Checks) + 1, Invariant: c.invariant, Violations: found}
+		check := Check{ID: c.id, Invariant: c.invariant, Violations: found}
 		if len(found) > maxViolations {
 			check.Violations, check.More = found[:maxViolations], len(found)-maxViolations
 		}
@@ -209,6 +215,80 @@ func scopeViolations(workflowID string, ids, statuses []string, created []time.T
 	return found
 }
 
+// movedByItsOwner finds completed transfers that no request of the right owner accounts for: a
+// customer account debited under another owner's scope or outside POST /v1/transfers, a funding
+// account debited other than by a deposit into its owner's customer account, or a funding
+// account credited at all. The API refuses all of these; one here means money was created or
+// taken without its owner's say.
+func movedByItsOwner(ctx context.Context, q database.Querier) ([]string, error) {
+	rows, _ := q.Query(ctx, `
+		SELECT t.id, t.workflow_id, f.kind, f.owner_id, d.kind, d.owner_id
+		FROM transfers t
+		JOIN accounts f ON f.id = t.from_account_id
+		JOIN accounts d ON d.id = t.to_account_id
+		WHERE t.status = 'completed'`)
+	var found []string
+	var id, workflowID, fromKind, fromOwner, toKind, toOwner string
+	_, err := pgx.ForEachRow(rows, []any{&id, &workflowID, &fromKind, &fromOwner, &toKind, &toOwner}, func() error {
+		scope, ok := idempotency.ScopeOf(workflowID)
+		if !ok {
+			return nil // invariant 5 reports it
+		}
+		var why string
+		switch {
+		case toKind != KindCustomer:
+			why = "credits a funding account"
+		case fromKind == KindCustomer && (scope.Route != idempotency.RouteTransfers || scope.OwnerID != fromOwner):
+			why = "debits a customer account of " + fromOwner
+		case fromKind != KindCustomer && (scope.Route != idempotency.RouteDeposit || scope.OwnerID != toOwner):
+			why = "debits a funding account without being a deposit into its owner's account"
+		default:
+			return nil
+		}
+		found = append(found, fmt.Sprintf("transfer %s under %s %s", id, workflowID, why))
+		return nil
+	})
+	return found, err
+}
+
+// answersAgree finds stored answers that say something else than the ledger: a 201 for a
+// transfer that did not complete, a 422 insufficient-funds for one not rejected, an answer
+// naming another transfer or account than its record's.
+func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
+	rows, _ := q.Query(ctx, `
+		SELECT r.route || ' ' || r.key || ' of ' || r.owner_id, r.resource_id, r.status_code, r.body,
+			COALESCE(t.status, CASE WHEN a.id IS NOT NULL THEN 'open' END, 'missing')
+		FROM idempotency_records r
+		LEFT JOIN transfers t ON t.id = r.resource_id
+		LEFT JOIN accounts a ON a.id = r.resource_id
+		WHERE r.status_code IS NOT NULL`)
+	var found []string
+	var scope, resource, state string
+	var code int
+	var body []byte
+	_, err := pgx.ForEachRow(rows, []any{&scope, &resource, &code, &body, &state}, func() error {
+		var answer struct {
+			ID         string `json:"id"`
+			Status     string `json:"status"`
+			TransferID string `json:"transfer_id"`
+			Type       string `json:"type"`
+		}
+		_ = json.Unmarshal(body, &answer)
+		var ok bool
+		switch code {
+		case 201: // created: the account, or the completed transfer
+			ok = answer.ID == resource && (state == "open" || state == StatusCompleted && answer.Status == StatusCompleted)
+		case 422: // insufficient funds: the rejected transfer
+			ok = state == StatusRejected && answer.TransferID == resource && strings.HasSuffix(answer.Type, "/insufficient-funds")
+		}
+		if !ok {
+			found = append(found, fmt.Sprintf("%s answers %d %s, but %s is %s", scope, code, body, resource, state))
+		}
+		return nil
+	})
+	return found, err
+}
+
 // Print writes the report for a person to read.
 func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "Ledger: %d accounts, %d transfers (%d completed, %d rejected, %d failed, %d pending), %d entries\n",
@@ -217,11 +297,11 @@ func (r Report) Print(w io.Writer) {
 	broken := 0
 	for _, c := range r.Checks {
 		if len(c.Violations) == 0 {
-			fmt.Fprintf(w, "  ok      %d. %s\n", c.Number, c.Invariant)
+			fmt.Fprintf(w, "  ok      %-3s %s\n", c.ID+".", c.Invariant)
 			continue
 		}
 		broken++
-		fmt.Fprintf(w, "  BROKEN  %d. %s\n", c.Number, c.Invariant)
+		fmt.Fprintf(w, "  BROKEN  %-3s %s\n", c.ID+".", c.Invariant)
 		for _, v := range c.Violations {
 			fmt.Fprintf(w, "            %s\n", v)
 		}
@@ -230,7 +310,7 @@ func (r Report) Print(w io.Writer) {
 		}
 	}
 	if len(r.StalePending) > 0 {
-		fmt.Fprintf(w, "  note    transfers pending for more than %s (no money moved; see their workflows):\n", StaleAfter)
+		fmt.Fprintf(w, "  note    transfers pending for more than %s (no money moved; is the %s Schedule running?):\n", PendingBound, "transfer-recovery")
 		for _, v := range r.StalePending {
 			fmt.Fprintf(w, "            %s\n", v)
 		}

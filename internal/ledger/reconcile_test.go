@@ -12,23 +12,23 @@ import (
 	"github.com/payments/payments/internal/money"
 )
 
-// broken reconciles inside tx and returns the numbers of the broken invariants.
-func broken(t *testing.T, tx pgx.Tx, ttl time.Duration) []int {
+// broken reconciles inside tx and returns the ids of the broken invariants.
+func broken(t *testing.T, tx pgx.Tx, ttl time.Duration) []string {
 	t.Helper()
 	report, err := ledger.Reconcile(context.Background(), tx, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []int
+	var out []string
 	for _, c := range report.Checks {
 		if len(c.Violations) > 0 {
-			out = append(out, c.Number)
+			out = append(out, c.ID)
 		}
 	}
 	return out
 }
 
-func has(ns []int, n int) bool {
+func has(ns []string, n string) bool {
 	for _, x := range ns {
 		if x == n {
 			return true
@@ -48,25 +48,31 @@ func TestReconcileFindsEachBrokenInvariant(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name      string
-		invariant int
+		invariant string
 		only      bool // no other invariant breaks with it
 		sql       []string
 	}{
-		{"a completed transfer whose entries do not match it", 1, true,
+		{"a completed transfer whose entries do not match it", "1", true,
 			[]string{`UPDATE transfers SET amount_minor = 301 WHERE id = '` + p.TransferID + `'`}},
-		{"a rejected transfer with entries", 1, false,
+		{"a rejected transfer with entries", "1", false,
 			[]string{`UPDATE transfers SET status = 'rejected' WHERE id = '` + p.TransferID + `'`}},
-		{"a balance that is not the sum of its entries", 2, true,
+		{"a balance that is not the sum of its entries", "2", true,
 			[]string{`UPDATE accounts SET balance_minor = balance_minor + 1 WHERE id = '` + b + `'`,
 				`UPDATE accounts SET balance_minor = balance_minor - 1 WHERE id = '` + money.FundingAccountID("USD") + `'`}},
-		{"money created from nothing", 3, false,
+		{"money created from nothing", "3", false,
 			[]string{`UPDATE accounts SET balance_minor = balance_minor + 5 WHERE id = '` + b + `'`}},
-		{"a negative customer balance", 4, false,
+		{"a negative customer balance", "4", false,
 			[]string{`ALTER TABLE accounts DROP CONSTRAINT customer_balance_not_negative`,
 				`UPDATE accounts SET balance_minor = -5 WHERE id = '` + b + `'`}},
-		{"a transfer outside any idempotency scope", 5, true,
+		{"a transfer outside any idempotency scope", "5", true,
 			[]string{`UPDATE transfers SET workflow_id = 'somewhere' WHERE id = '` + p.TransferID + `'`}},
-		{"a transfer id posted twice", 5, false,
+		{"money taken from a customer account under another owner's scope", "5a", true,
+			[]string{`UPDATE accounts SET owner_id = 'own_system' WHERE id = '` + a + `'`}},
+		{"a stored answer that says something else than the ledger", "5b", true,
+			[]string{`INSERT INTO idempotency_records (owner_id, route, key, fingerprint, resource_id, status_code, content_type, body)
+				VALUES ('own_x', 'POST /v1/transfers', 'k', '\x00', '` + p.TransferID + `', 422, 'application/problem+json',
+				'{"type":"/problems/insufficient-funds","transfer_id":"` + p.TransferID + `"}')`}},
+		{"a transfer id posted twice", "5", false,
 			[]string{`ALTER TABLE entries DROP CONSTRAINT entries_transfer_id_account_id_key`,
 				`INSERT INTO entries (transfer_id, account_id, amount_minor, balance_after_minor)
 				 SELECT transfer_id, account_id, amount_minor, balance_after_minor FROM entries WHERE transfer_id = '` + p.TransferID + `'`}},
@@ -77,8 +83,7 @@ func TestReconcileFindsEachBrokenInvariant(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tx.Rollback(ctx)
-			// TTL 0: TestReconcileTellsAKeysSecondUseFromADoublePosting leaves a key used twice.
-			if got := broken(t, tx, 0); len(got) != 0 {
+			if got := broken(t, tx, ttl); len(got) != 0 {
 				t.Fatalf("broken before breaking anything: %v", got)
 			}
 			for _, sql := range c.sql {
@@ -86,9 +91,9 @@ func TestReconcileFindsEachBrokenInvariant(t *testing.T) {
 					t.Fatalf("%s: %v", sql, err)
 				}
 			}
-			got := broken(t, tx, 0)
+			got := broken(t, tx, ttl)
 			if !has(got, c.invariant) || (c.only && len(got) != 1) {
-				t.Fatalf("broken invariants %v, want %d", got, c.invariant)
+				t.Fatalf("broken invariants %v, want %s", got, c.invariant)
 			}
 		})
 	}
@@ -102,22 +107,28 @@ func TestReconcileTellsAKeysSecondUseFromADoublePosting(t *testing.T) {
 	first := posting(a, b, 100)
 	second := first
 	second.TransferID = first.Scope.TransferID(1)
-	for _, p := range []ledger.Posting{first, second} {
-		if _, _, err := l.Post(ctx, p); err != nil {
-			t.Fatal(err)
-		}
+	// The first use two days ago, the second now: a day's TTL lies between them.
+	if _, _, err := l.Post(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.DB.Exec(ctx, `UPDATE transfers SET created_at = created_at - interval '2 days',
+		completed_at = completed_at - interval '2 days' WHERE id = $1`, first.TransferID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Post(ctx, second); err != nil {
+		t.Fatal(err)
 	}
 	tx, err := l.DB.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if got := broken(t, tx, time.Nanosecond); len(got) != 0 {
+	if got := broken(t, tx, ttl); len(got) != 0 {
 		t.Fatalf("with a TTL shorter than the gap: broken %v", got)
 	}
-	report, err := ledger.Reconcile(ctx, tx, time.Hour)
+	report, err := ledger.Reconcile(ctx, tx, 3*ttl)
 	if err != nil || report.OK() {
-		t.Fatalf("two uses within an hour's TTL went unnoticed (%v)", err)
+		t.Fatalf("two uses within a TTL of three days went unnoticed (%v)", err)
 	}
 	var out strings.Builder
 	report.Print(&out)
@@ -142,7 +153,7 @@ func TestReconcilePointsOutStalePendingTransfers(t *testing.T) {
 	if _, err := tx.Exec(ctx, `UPDATE transfers SET created_at = now() - interval '1 hour' WHERE id = $1`, p.TransferID); err != nil {
 		t.Fatal(err)
 	}
-	report, err := ledger.Reconcile(ctx, tx, 0) // 0: another test uses a key twice on purpose
+	report, err := ledger.Reconcile(ctx, tx, ttl)
 	if err != nil || !report.OK() || len(report.StalePending) != 1 || !strings.Contains(report.StalePending[0], p.TransferID) {
 		t.Fatalf("ok %v, stale %v, err %v", report.OK(), report.StalePending, err)
 	}

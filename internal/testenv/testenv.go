@@ -28,7 +28,6 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/testsuite"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/payments/payments/activities"
@@ -50,29 +49,44 @@ func AdminURL() string {
 	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 }
 
-// FreshDatabase drops and re-creates database name, migrates it and returns its URL. Each test
-// package uses its own name, so packages run in parallel and `make run` data is never touched.
+// FreshDatabase creates a database for name, migrates it and returns its URL. name starts with
+// "payments_test_"; the database is name_PID, PID this process's, so that test packages, and two
+// runs on one PostgreSQL (two clones, CI and a developer), never touch each other's databases,
+// nor `make run`'s. A database this process made under name earlier is dropped first. An Env
+// drops its database when it closes; the databases and dev server state directories of processes
+// that are gone (which died, or used FreshDatabase alone), FreshDatabase removes.
 func FreshDatabase(ctx context.Context, name string) (string, error) {
+	db, err := databaseName(name)
+	if err != nil {
+		return "", err
+	}
 	admin, err := pgx.Connect(ctx, AdminURL())
 	if err != nil {
 		return "", fmt.Errorf("tests need PostgreSQL at %s: %w", AdminURL(), err)
 	}
 	defer admin.Close(ctx)
-	ident := pgx.Identifier{name}.Sanitize()
-	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+	dropLeftovers(ctx, admin)
+	ident := pgx.Identifier{db}.Sanitize()
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil { // this process's own
 		return "", err
 	}
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
 		return "", err
 	}
 	cfg, _ := pgx.ParseConfig(AdminURL())
-	url := fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
+	url := fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, db)
 	pool, err := database.Open(ctx, url)
 	if err != nil {
+		_ = dropDatabase(ctx, db)
 		return "", err
 	}
 	defer pool.Close()
-	return url, database.Migrate(ctx, pool, io.Discard)
+	if err := database.Migrate(ctx, pool, io.Discard); err != nil {
+		pool.Close()
+		_ = dropDatabase(ctx, db)
+		return "", err
+	}
+	return url, nil
 }
 
 // RepoRoot is the directory holding go.mod.
@@ -99,11 +113,12 @@ type Env struct {
 	Temporal  client.Client
 	Transfers *transfers.Service
 	Server    *httptest.Server
-	Dev       *testsuite.DevServer
+	Dev       *devserver.Server
 	Worker    sdkworker.Worker // nil with Options.NoWorker
 	minTTL    *time.Duration   // the shortest idempotency TTL any of the Env's APIs used
 
 	devOptions devserver.Options
+	database   string             // the test database's name, dropped by Close
 	stateDir   string             // the dev server's state, removed by Close
 	apiLog     *slog.Logger       // the APIs' warnings, if kept (PAYMENTS_TEST_LOGS)
 	logs       []*os.File         // kept logs, closed by Close
@@ -124,14 +139,26 @@ type Options struct {
 	TemporalState string // the dev server's SQLite file, so that RestartTemporal keeps its state
 }
 
-// Start brings up an Env on database name. Call it from TestMain and Close it after m.Run.
-func Start(ctx context.Context, name string, o Options) (*Env, error) {
+// Start brings up an Env on a fresh database for name (see FreshDatabase). Call it from TestMain
+// and Close it after m.Run. If Start fails, it stops what it had started. Whatever happens to
+// this process, its dev server dies with it (see devserver.StartChild), and a later Start drops
+// its database and the dev server's state.
+func Start(ctx context.Context, name string, o Options) (_ *Env, err error) {
 	url, err := FreshDatabase(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	e := &Env{URL: url, minTTL: new(time.Duration), devOptions: devserver.Options{
 		Binary: filepath.Join(RepoRoot(), "bin", "temporal"), DBFile: o.TemporalState}}
+	e.database, _ = databaseName(name)
+	defer func() {
+		if err != nil {
+			e.Close()
+			if e.Temporal != nil {
+				e.Temporal.Close()
+			}
+		}
+	}()
 	if e.devOptions.Log, err = e.keptLog(name + "-temporal"); err != nil {
 		return nil, err
 	}
@@ -144,7 +171,7 @@ func Start(ctx context.Context, name string, o Options) (*Env, error) {
 		e.devOptions.HostPort = FreeAddr()
 	} else {
 		// A SQLite file, as under `make run`, rather than the dev server's in-memory database.
-		if e.stateDir, err = stateDir(name); err != nil {
+		if e.stateDir, err = stateDir(e.database); err != nil {
 			return nil, err
 		}
 		e.devOptions.DBFile = filepath.Join(e.stateDir, "temporal.db")
@@ -162,12 +189,13 @@ func Start(ctx context.Context, name string, o Options) (*Env, error) {
 	e.Ledger = &ledger.Ledger{DB: e.DB}
 	if !o.NoWorker {
 		e.posted = activities.NewPosted()
-		e.Worker = worker.New(e.Temporal, &activities.Activities{Ledger: e.Ledger, Posted: e.posted})
+		stale := &transfers.Service{Ledger: e.Ledger, Temporal: e.Temporal, TTL: or(o.TTL, 24*time.Hour), RetryFor: or(o.RetryFor, 2*time.Minute)}
+		e.Worker = worker.New(e.Temporal, &activities.Activities{Ledger: e.Ledger, Posted: e.posted, Stale: stale})
 		if err := e.Worker.Start(); err != nil {
 			return nil, err
 		}
 	}
-	if err := worker.EnsureCleanupSchedule(ctx, e.Temporal); err != nil {
+	if err := worker.EnsureSchedules(ctx, e.Temporal); err != nil {
 		return nil, err
 	}
 	if o.NoWorker && o.Temporal == nil {
@@ -244,7 +272,9 @@ func (e *Env) serve(o Options) {
 	}
 	srv := &api.Server{DB: db, Ledger: &ledger.Ledger{DB: db}, Transfers: e.Transfers, Temporal: temporal,
 		TTL: e.Transfers.TTL, Log: e.apiLog}
-	e.Server = httptest.NewServer(srv.Handler())
+	e.Server = httptest.NewUnstartedServer(nil)
+	e.Server.Config = api.NewHTTPServer("", srv.Handler(), e.Transfers.SyncWait) // as the payments command serves
+	e.Server.Start()
 }
 
 // With returns e with a second HTTP API, configured by o, in front of the same database,
@@ -264,16 +294,30 @@ func or(d, def time.Duration) time.Duration {
 	return def
 }
 
-// Close stops everything Start started.
+// Close stops everything Start started, drops the Env's database and removes the dev server's
+// state. It also undoes a Start that failed half-way.
 func (e *Env) Close() {
-	e.Server.Close()
+	if e.Server != nil {
+		e.Server.Close()
+	}
 	if e.Worker != nil {
 		e.Worker.Stop()
 	}
-	e.DB.Close()
-	_ = e.Dev.Stop()
+	if e.DB != nil {
+		e.DB.Close()
+	}
+	if e.Dev != nil {
+		_ = e.Dev.Stop()
+	}
 	if e.stateDir != "" {
 		_ = os.RemoveAll(e.stateDir)
+	}
+	if e.database != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := dropDatabase(ctx, e.database); err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: dropping %s: %v (the next run drops it)\n", e.database, err)
+		}
 	}
 	for _, f := range e.logs {
 		_ = f.Close()
@@ -456,10 +500,19 @@ func (e *Env) Executions(t testing.TB, id string) []*workflowpb.WorkflowExecutio
 }
 
 // RunCleanup triggers the idempotency cleanup Schedule and returns what the pass it started did.
-func (e *Env) RunCleanup(t testing.TB) activities.CleanupResult {
+func (e *Env) RunCleanup(t testing.TB) (res activities.CleanupResult) {
+	t.Helper()
+	e.RunSchedule(t, workflows.CleanupScheduleID, &res)
+	return res
+}
+
+// RunSchedule triggers the Temporal Schedule scheduleID (such as workflows.RecoveryScheduleID),
+// waits for the run it started and decodes that run's result into result (a pointer, or nil to
+// only wait).
+func (e *Env) RunSchedule(t testing.TB, scheduleID string, result any) {
 	t.Helper()
 	ctx := context.Background()
-	h := e.Temporal.ScheduleClient().GetHandle(ctx, workflows.CleanupScheduleID)
+	h := e.Temporal.ScheduleClient().GetHandle(ctx, scheduleID)
 	latest := func() (run client.ScheduleWorkflowExecution) {
 		d, err := h.Describe(ctx)
 		if err != nil {
@@ -475,12 +528,10 @@ func (e *Env) RunCleanup(t testing.TB) activities.CleanupResult {
 		t.Fatal(err)
 	}
 	var run client.ScheduleWorkflowExecution
-	WaitFor(t, "the cleanup Schedule to start a run", func() bool { run = latest(); return run != before })
-	var res activities.CleanupResult
-	if err := e.Temporal.GetWorkflow(ctx, run.WorkflowID, run.FirstExecutionRunID).Get(ctx, &res); err != nil {
-		t.Fatal(err)
+	WaitFor(t, "the "+scheduleID+" Schedule to start a run", func() bool { run = latest(); return run != before })
+	if err := e.Temporal.GetWorkflow(ctx, run.WorkflowID, run.FirstExecutionRunID).Get(ctx, result); err != nil {
+		t.Fatalf("the %s run %s: %v", scheduleID, run.WorkflowID, err)
 	}
-	return res
 }
 
 // CheckLedger reconciles the Env's ledger and returns the report as an error when an invariant
@@ -526,7 +577,9 @@ func BuildPayments(t testing.TB) string {
 }
 
 // Process starts bin with args and the Env's database and Temporal (or temporalAddr when not
-// empty) in its environment. It is killed when t ends, and its stderr shown if t failed.
+// empty) in its environment. It is killed when t ends, or when this process dies (see
+// devserver.StartChild), and its stderr shown if t failed. The caller may kill it, but must not
+// Wait for it.
 func (e *Env) Process(t testing.TB, bin, temporalAddr string, args []string, env ...string) *exec.Cmd {
 	t.Helper()
 	if temporalAddr == "" {
@@ -539,12 +592,12 @@ func (e *Env) Process(t testing.TB, bin, temporalAddr string, args []string, env
 	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+e.URL+"&pool_max_conns=4", "TEMPORAL_ADDRESS="+temporalAddr), env...)
 	logs := &lockedBuffer{}
 	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
+	child, err := devserver.StartChild(cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		_ = child.Kill()
 		if t.Failed() {
 			t.Logf("%s %v log:\n%s", filepath.Base(bin), args, logs.String())
 		}
@@ -642,12 +695,13 @@ func (e *Env) keptLog(name string) (io.Writer, error) {
 
 // stateDir is a new directory for a dev server's SQLite file: on tmpfs where there is one, as a
 // test server's state need not outlive the machine and a disk's fsyncs made the api tests take
-// 90 s instead of 55 s.
-func stateDir(name string) (string, error) {
+// 90 s instead of 55 s. Its name starts with database, the Env's database name with this
+// process's PID, so that later runs remove it if this process dies before removing it.
+func stateDir(database string) (string, error) {
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		if dir, err := os.MkdirTemp("/dev/shm", name+"-temporal-"); err == nil {
+		if dir, err := os.MkdirTemp("/dev/shm", database+stateDirInfix); err == nil {
 			return dir, nil
 		}
 	}
-	return os.MkdirTemp("", name+"-temporal-")
+	return os.MkdirTemp("", database+stateDirInfix)
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/payments/payments/workflows"
 )
 
-// Rerun is what replaying one failed transfer workflow did.
+// Rerun is what running one failed transfer workflow again did.
 type Rerun struct {
 	WorkflowID string
 	TransferID string
@@ -23,12 +23,12 @@ type Rerun struct {
 	Detail     string
 }
 
-// ReplayFailed finds the transfer workflows whose latest run failed (and closed after since,
-// when since is not zero) and runs each again under the same workflow ID with the same input,
-// one at a time, reporting each outcome as it is known. The ledger posts each transfer at most
-// once however often this runs.
-func (s *Service) ReplayFailed(ctx context.Context, since time.Time, report func(Rerun)) error {
-	query := "WorkflowType = 'Transfer' AND ExecutionStatus = 'Failed'"
+// RerunFailed finds the transfer workflows whose latest run failed, was terminated or timed out
+// (and closed after since, when since is not zero) and runs each again under the same workflow
+// ID with the same input, one at a time, reporting each outcome as it is known. The ledger posts
+// each transfer at most once however often this runs.
+func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(Rerun)) error {
+	query := "WorkflowType = 'Transfer' AND (ExecutionStatus = 'Failed' OR ExecutionStatus = 'Terminated' OR ExecutionStatus = 'TimedOut')"
 	if !since.IsZero() {
 		query += fmt.Sprintf(" AND CloseTime >= '%s'", since.UTC().Format(time.RFC3339))
 	}
@@ -65,7 +65,7 @@ func (s *Service) rerun(ctx context.Context, workflowID string) Rerun {
 		return r
 	}
 	r.TransferID = in.TransferID
-	if st := info.GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_FAILED {
+	if st := info.GetStatus(); !rerunnable(st) {
 		r.Outcome, r.Detail = "skipped", "its latest run is "+st.String()
 		return r
 	}
@@ -86,6 +86,13 @@ func (s *Service) rerun(ctx context.Context, workflowID string) Rerun {
 	}
 	r.Outcome, r.Detail = out.Status, fmt.Sprintf("HTTP %d, stored for replay", out.Response.Status)
 	return r
+}
+
+// rerunnable reports whether a latest run in status st ended without finishing its work, which
+// the workflow ID reuse policy lets a new run under the same ID do.
+func rerunnable(st enums.WorkflowExecutionStatus) bool {
+	return st == enums.WORKFLOW_EXECUTION_STATUS_FAILED || st == enums.WORKFLOW_EXECUTION_STATUS_TERMINATED ||
+		st == enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT
 }
 
 // startInput reads the input a run was started with from its first history event.

@@ -1,0 +1,31 @@
+package activities
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Duration is a time.Duration that reads well where Temporal shows a workflow's input:
+// "24h0m0s" rather than 86400000000000. It reads both forms, so histories written with
+// nanoseconds still decode to the same value.
+type Duration time.Duration
+
+// MarshalJSON writes d as time.Duration's String form.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a duration string ("2m0s") or a count of nanoseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		*d = Duration(v)
+		return err
+	}
+	var ns int64
+	if err := json.Unmarshal(b, &ns); err != nil {
+		return errors.New("a duration must be a string such as \"2m0s\" or a number of nanoseconds")
+	}
+	*d = Duration(ns)
+	return nil
+}

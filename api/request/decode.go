@@ -1,0 +1,281 @@
+// Package request reads the API's request bodies: strictly, once, into the one value that the
+// handler executes and that the Idempotency-Key's fingerprint covers. Every refusal is a 400
+// invalid-request problem naming the field.
+package request
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/money"
+	"github.com/payments/payments/internal/problem"
+)
+
+// decode reads body into dst, a pointer to a request struct, strictly: one JSON object in UTF-8,
+// each member name exactly one of dst's fields (names are case-sensitive: "AMOUNT_MINOR" is not
+// "amount_minor"), no name given twice in any object (compared after unescaping), and each value
+// of its field's type. encoding/json alone would match names regardless of case and let the
+// last duplicate win; checking the names first leaves exactly one reading of the body, which is
+// the one the handler executes and the one fingerprinted.
+func decode(body []byte, dst any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return problem.Invalid("the request body must be a JSON object")
+	}
+	if !utf8.Valid(body) {
+		return problem.Invalid("the request body must be UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return problem.Invalid("the request body must be a JSON object")
+	}
+	if err := checkMembers(dec, reflect.TypeOf(dst).Elem()); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return problem.Invalid("the request body must hold exactly one JSON object")
+	}
+	// The names are known to be exact and unique: decode the values.
+	dec = json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return typeError(err)
+	}
+	return nil
+}
+
+// checkMembers reads the rest of an object whose '{' was just read, checking its member names
+// against t (a struct's json names, a map's any names, anything for another type) and the
+// values nested in it.
+func checkMembers(dec *json.Decoder, t reflect.Type) error {
+	fields := jsonFields(t)
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return syntaxError(err)
+		}
+		name := tok.(string) // object keys are always strings
+		if seen[name] {
+			return problem.Invalid("the request gives a field more than once",
+				problem.FieldError{Field: name, Message: "given more than once"})
+		}
+		seen[name] = true
+		var elem reflect.Type
+		switch {
+		case fields != nil:
+			var ok bool
+			if elem, ok = fields[name]; !ok {
+				return unknownField(name, fields)
+			}
+		case t != nil && t.Kind() == reflect.Map:
+			elem = t.Elem()
+		}
+		if err := checkValue(dec, elem); err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token() // '}'
+	return syntaxError(err)
+}
+
+// checkValue reads one value, checking the member names of any object in it against t.
+func checkValue(dec *json.Decoder, t reflect.Type) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return syntaxError(err)
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch tok {
+	case json.Delim('{'):
+		return checkMembers(dec, t)
+	case json.Delim('['):
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for dec.More() {
+			if err := checkValue(dec, elem); err != nil {
+				return err
+			}
+		}
+		_, err := dec.Token() // ']'
+		return syntaxError(err)
+	}
+	return nil
+}
+
+// jsonFields maps the JSON names of struct t's fields to their types; nil when t is no struct.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if t == nil || t.Kind() != reflect.Struct || t == reflect.TypeFor[json.RawMessage]() {
+		return nil
+	}
+	out := map[string]reflect.Type{}
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func unknownField(name string, fields map[string]reflect.Type) error {
+	msg := "unknown field"
+	for known := range fields {
+		if strings.EqualFold(known, name) {
+			msg = fmt.Sprintf("unknown field; names are case-sensitive: %q", known)
+		}
+	}
+	return problem.Invalid("the request has a field this API does not know", problem.FieldError{Field: name, Message: msg})
+}
+
+func syntaxError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return problem.Invalid("the request body is not valid JSON: " + err.Error())
+}
+
+// typeError explains a value of the wrong type.
+func typeError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	if !errors.As(err, &typeErr) || typeErr.Field == "" {
+		return syntaxError(err)
+	}
+	msg := "must be a JSON " + jsonType(typeErr.Type.Kind())
+	if typeErr.Type.Kind() == reflect.Int64 {
+		msg = "must be a JSON integer count of minor units"
+	}
+	return problem.Invalid("a field has the wrong type", problem.FieldError{Field: typeErr.Field, Message: msg})
+}
+
+func jsonType(kind reflect.Kind) string {
+	switch kind {
+	case reflect.String:
+		return "string"
+	case reflect.Map, reflect.Struct:
+		return "object"
+	default:
+		return "value of the documented type"
+	}
+}
+
+// fields collects field errors.
+type fields []problem.FieldError
+
+func (f *fields) add(field, format string, args ...any) {
+	*f = append(*f, problem.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (f fields) err() error {
+	if len(f) == 0 {
+		return nil
+	}
+	return problem.Invalid("the request has invalid fields", f...)
+}
+
+// amount checks an amount_minor that decoded as a JSON integer.
+func (f *fields) amount(n int64) {
+	if n == 0 {
+		f.add("amount_minor", "is required: a positive integer count of minor units")
+		return
+	}
+	if err := money.CheckAmount(n); err != nil {
+		f.add("amount_minor", "%v", err)
+	}
+}
+
+func (f *fields) currency(code string) {
+	switch {
+	case code == "":
+		f.add("currency", "is required")
+	case !money.ValidCurrency(code):
+		f.add("currency", "must be one of %s", strings.Join(money.Currencies, ", "))
+	}
+}
+
+// text checks free text: at most max characters, and no NUL, which PostgreSQL cannot store.
+func (f *fields) text(field, value string, max int) {
+	switch {
+	case utf8.RuneCountInString(value) > max:
+		f.add(field, "must be at most %d characters", max)
+	case strings.ContainsRune(value, 0):
+		f.add(field, "must not contain the NUL character")
+	}
+}
+
+// id checks a required identifier.
+func (f *fields) id(field, value string) {
+	if value == "" {
+		f.add(field, "is required")
+	}
+}
+
+// Transfer is a POST /v1/transfers body, decoded once: the handler executes it and its
+// fingerprint is taken from it. Optional fields are omitempty, so that leaving one out and
+// sending it empty are the same request.
+type Transfer struct {
+	FromAccountID string `json:"from_account_id"`
+	ToAccountID   string `json:"to_account_id"`
+	AmountMinor   int64  `json:"amount_minor"`
+	Currency      string `json:"currency"`
+	Description   string `json:"description,omitempty"`
+}
+
+// DecodeTransfer decodes and validates a transfer request and returns its fingerprint.
+func DecodeTransfer(body []byte) (Transfer, []byte, error) {
+	var req Transfer
+	if err := decode(body, &req); err != nil {
+		return req, nil, err
+	}
+	var f fields
+	f.id("from_account_id", req.FromAccountID)
+	f.id("to_account_id", req.ToAccountID)
+	if req.FromAccountID != "" && req.FromAccountID == req.ToAccountID {
+		f.add("to_account_id", "must differ from from_account_id")
+	}
+	f.amount(req.AmountMinor)
+	f.currency(req.Currency)
+	f.text("description", req.Description, 140)
+	return fingerprinted(req, f, idempotency.RouteTransfers)
+}
+
+// Account is a POST /v1/accounts body, decoded once: executed and fingerprinted.
+type Account struct {
+	Currency string `json:"currency"`
+	Name     string `json:"name,omitempty"`
+}
+
+// DecodeAccount decodes and validates an account request and returns its fingerprint.
+func DecodeAccount(body []byte) (Account, []byte, error) {
+	var req Account
+	if err := decode(body, &req); err != nil {
+		return req, nil, err
+	}
+	var f fields
+	f.currency(req.Currency)
+	f.text("name", req.Name, 100)
+	return fingerprinted(req, f, idempotency.RouteAccounts)
+}
+
+// fingerprinted returns req with its fingerprint on route, or the field errors found in it.
+func fingerprinted[R any](req R, f fields, route string) (R, []byte, error) {
+	if err := f.err(); err != nil {
+		return req, nil, err
+	}
+	fp, err := idempotency.Fingerprint(route, req)
+	return req, fp, err
+}

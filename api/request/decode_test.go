@@ -1,0 +1,159 @@
+package request
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// A differential test of the two readings of a request body: the fingerprint that decides
+// whether a retry is the same request, and the decoded request the handler executes. They must
+// never disagree, whatever the member names' order, case or repetition.
+
+var transferSeeds = []string{
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","description":"rent"}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"AMOUNT_MINOR":5,"currency":"USD"}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"amount_minor":5,"currency":"USD"}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount\u005fminor":5,"amount_minor":100,"currency":"USD"}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","description":""}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","description":null}`,
+	`{"currency":"USD","amount_minor":100,"to_account_id":"acc_b","from_account_id":"acc_a"}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":1e2,"currency":"USD"}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","description":"a\u0000b"}`,
+	`{"from_account_id":"acc_\u0061","to_account_id":"acc_b","amount_minor":100,"currency":"USD","description":"<&>"}`,
+}
+
+var accountSeeds = []string{
+	`{"currency":"EUR","name":"Main"}`,
+	`{"currency":"EUR","Currency":"GBP"}`,
+	`{"currency":"EUR","currency":"GBP"}`,
+	`{"name":"Main","currency":"EUR"}`,
+	`{"currency":"EUR","name":""}`,
+}
+
+type decoder func([]byte) (any, []byte, error)
+
+func transferDecoder(b []byte) (any, []byte, error) { return DecodeTransfer(b) }
+func accountDecoder(b []byte) (any, []byte, error)  { return DecodeAccount(b) }
+
+func FuzzTransferDecoding(f *testing.F) {
+	for _, s := range transferSeeds {
+		f.Add([]byte(s), []byte(transferSeeds[0]), uint64(1))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte, seed uint64) { checkDecoding(t, transferDecoder, a, b, seed) })
+}
+
+func FuzzAccountDecoding(f *testing.F) {
+	for _, s := range accountSeeds {
+		f.Add([]byte(s), []byte(accountSeeds[0]), uint64(1))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte, seed uint64) { checkDecoding(t, accountDecoder, a, b, seed) })
+}
+
+// checkDecoding holds the properties for bodies a and b, and for variants of a made with seed:
+//   - same fingerprint if and only if same decoded request;
+//   - an accepted body's decoded request, encoded again, decodes to itself with the same fingerprint;
+//   - members permuted: the same request; a member name's case changed, or a member given twice
+//     (even with the same value): refused.
+func checkDecoding(t *testing.T, decode decoder, a, b []byte, seed uint64) {
+	reqA, fpA, errA := decode(a)
+	reqB, fpB, errB := decode(b)
+	if errA == nil && errB == nil && bytes.Equal(fpA, fpB) != (reqA == reqB) {
+		t.Fatalf("fingerprints equal: %v, requests equal: %v\n%s -> %+v\n%s -> %+v", bytes.Equal(fpA, fpB), reqA == reqB, a, reqA, b, reqB)
+	}
+	if errA != nil {
+		return
+	}
+	again, _ := json.Marshal(reqA)
+	reqC, fpC, err := decode(again)
+	if err != nil || reqC != reqA || !bytes.Equal(fpC, fpA) {
+		t.Fatalf("%s decodes to %+v, encoded again as %s: %+v %v", a, reqA, again, reqC, err)
+	}
+	members := splitMembers(t, a)
+	rng := rand.New(rand.NewPCG(seed, seed>>32))
+	shuffled := append([]member(nil), members...)
+	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	if req, fp, err := decode(join(shuffled)); err != nil || req != reqA || !bytes.Equal(fp, fpA) {
+		t.Fatalf("members of %s reordered as %s: %+v %v", a, join(shuffled), req, err)
+	}
+	i := rng.IntN(len(members))
+	if recased := swapCase(members[i].name); recased != members[i].name {
+		changed := append([]member(nil), members...)
+		changed[i].name = recased
+		if _, _, err := decode(join(changed)); err == nil {
+			t.Fatalf("member %q renamed %q was accepted: %s", members[i].name, recased, join(changed))
+		}
+	}
+	twice := append(append([]member(nil), members...), members[i])
+	if _, _, err := decode(join(twice)); err == nil {
+		t.Fatalf("member %q given twice was accepted: %s", members[i].name, join(twice))
+	}
+}
+
+type member struct {
+	name  string
+	value json.RawMessage
+}
+
+// splitMembers returns the members of an accepted body's top-level object, in order.
+func splitMembers(t *testing.T, body []byte) []member {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil {
+		t.Fatal(err)
+	}
+	var out []member
+	for dec.More() {
+		name, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, member{name.(string), v})
+	}
+	return out
+}
+
+func join(members []member) []byte {
+	var parts []string
+	for _, m := range members {
+		name, _ := json.Marshal(m.name)
+		parts = append(parts, fmt.Sprintf("%s:%s", name, m.value))
+	}
+	return []byte("{" + strings.Join(parts, ",") + "}")
+}
+
+func swapCase(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsUpper(r) {
+			return unicode.ToLower(r)
+		}
+		return unicode.ToUpper(r)
+	}, s)
+}
+
+// The case the review found: a second member differing only by case moved 5 where the
+// fingerprint had read 100. Both readings now refuse it, and the same for a plain duplicate.
+func TestAmbiguousBodiesAreRefused(t *testing.T) {
+	for _, body := range transferSeeds[1:4] {
+		if req, _, err := DecodeTransfer([]byte(body)); err == nil {
+			t.Errorf("%s accepted as %+v", body, req)
+		}
+	}
+	for _, body := range accountSeeds[1:3] {
+		if req, _, err := DecodeAccount([]byte(body)); err == nil {
+			t.Errorf("%s accepted as %+v", body, req)
+		}
+	}
+	_, fp1, err1 := DecodeTransfer([]byte(transferSeeds[0]))
+	_, fp2, err2 := DecodeTransfer([]byte(`{"description":"rent","currency":"USD","amount_minor":100,"to_account_id":"acc_b","from_account_id":"acc_a"}`))
+	if err1 != nil || err2 != nil || !bytes.Equal(fp1, fp2) {
+		t.Fatalf("the same request reordered: %v %v, same fingerprint %v", err1, err2, bytes.Equal(fp1, fp2))
+	}
+}

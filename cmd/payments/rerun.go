@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/payments/payments/transfers"
+)
+
+// runRerun is `rerun failed [--since D]`: run again the transfers whose latest run failed, was
+// terminated or timed out.
+func runRerun(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "failed" {
+		return usagef("rerun: usage: rerun failed [--since DURATION]")
+	}
+	fs := newFlags("rerun failed")
+	since := fs.Duration("since", 0, "only workflows that ended within this long, e.g. 24h (default: all)")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if *since < 0 {
+		return usagef("rerun failed: --since must not be negative")
+	}
+	d, err := open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	var from time.Time
+	if *since > 0 {
+		from = time.Now().Add(-*since)
+	}
+	fmt.Fprintln(stdout, "rerun: looking for transfer workflows whose latest run failed, was terminated or timed out…")
+	counts := map[string]int{}
+	err = d.transfers(false).RerunFailed(ctx, from, func(r transfers.Rerun) {
+		counts[r.Outcome]++
+		fmt.Fprintf(stdout, "%-60s %-27s %-9s %s\n", r.WorkflowID, r.TransferID, r.Outcome, r.Detail)
+	})
+	if err != nil {
+		return err
+	}
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	fmt.Fprintf(stdout, "ran %d again: %d completed, %d rejected, %d failed again, %d skipped, %d errors\n", total,
+		counts["completed"], counts["rejected"], counts["failed"], counts["skipped"], counts["error"])
+	if counts["failed"]+counts["error"] > 0 {
+		return errExitOne
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package transfers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/idempotency"
+)
+
+// staleBatch bounds the claims one pass resolves; the next pass takes the rest.
+const staleBatch = 500
+
+// ResolveStale resolves the transfers pending for longer than olderThan (workflows.StaleAfter),
+// so that no claim stays pending for ever and no key stays bound to a request nobody runs. A
+// transfer's own run settles it within PAYMENTS_TRANSFER_RETRY_FOR, so one still pending is a
+// claim whose workflow never started (the API died between the claim and the start, or
+// Temporal was unreachable and the client never retried) or whose run ended without a word to
+// the ledger (terminated by an operator):
+//   - no run of the transfer exists: its run is started (the request was valid and accepted; the
+//     client was told to retry, or never heard back);
+//   - its run is still open: it is left to finish;
+//   - its run ended without posting (terminated, timed out): the transfer is marked failed, as a
+//     failed run would have, and the same request (or `payments rerun failed`) runs it again.
+func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (activities.StaleResult, error) {
+	var res activities.StaleResult
+	stale, err := s.Ledger.StalePending(ctx, olderThan, staleBatch)
+	if err != nil {
+		return res, err
+	}
+	for _, t := range stale {
+		scope, ok := idempotency.ScopeOf(t.WorkflowID)
+		if !ok {
+			res.Skipped++
+			continue
+		}
+		in := s.input(Request{Scope: scope, From: t.FromAccountID, To: t.ToAccountID, AmountMinor: t.AmountMinor,
+			Currency: t.Currency, Description: t.Description}, t.ID)
+		outcome, err := s.resolve(ctx, in)
+		if err != nil {
+			return res, fmt.Errorf("transfer %s (%s): %w", t.ID, t.WorkflowID, err)
+		}
+		switch outcome {
+		case "started":
+			res.Started++
+		case "failed":
+			res.Failed++
+		default:
+			res.Running++
+		}
+	}
+	return res, nil
+}
+
+// resolve does what ResolveStale says for one transfer and says which: started, failed or
+// running.
+func (s *Service) resolve(ctx context.Context, in activities.TransferInput) (string, error) {
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, in.WorkflowID, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound): // no run at all under the workflow ID
+	case err != nil:
+		return "", temporalError(err)
+	case memoTransfer(desc.GetWorkflowExecutionInfo()) != in.TransferID:
+		// The latest run is an earlier use's: start this one after it, unless it is still open.
+	case desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return "running", nil
+	default:
+		status := desc.GetWorkflowExecutionInfo().GetStatus()
+		reason := "its workflow ended (" + statusWord(status) + ") before posting it; no money moved"
+		run := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+		if _, err := s.Ledger.MarkFailed(ctx, in.TransferID, run, reason); err != nil {
+			return "", err
+		}
+		return "failed", nil
+	}
+	_, err = s.start(ctx, in)
+	var inUse *InUseError
+	if errors.As(err, &inUse) {
+		return "running", nil
+	}
+	return "started", err
+}
+
+func statusWord(st enums.WorkflowExecutionStatus) string {
+	switch st {
+	case enums.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		return "terminated"
+	case enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return "timed out"
+	case enums.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return "canceled"
+	case enums.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return "completed"
+	default:
+		return "failed"
+	}
+}
