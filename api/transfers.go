@@ -13,6 +13,7 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/problem"
+	"github.com/payments/payments/internal/transfer"
 	"github.com/payments/payments/transfers"
 )
 
@@ -39,7 +40,7 @@ func countConflict(c echo.Context, p *problem.Problem) {
 	case "/problems/idempotency-key-in-use":
 		conflicts.WithLabelValues(c.Path(), "in_use").Inc()
 	case "/problems/transfer-failed":
-		outcomes.WithLabelValues("failed").Inc()
+		outcomes.WithLabelValues(string(transfer.Failed)).Inc()
 	}
 }
 
@@ -105,21 +106,21 @@ func (s *Server) createTransfer(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if answer.Pending != nil {
+		outcomes.WithLabelValues(string(transfer.Pending)).Inc()
+		return respond(c, pendingAnswer(*answer.Pending), false)
+	}
 	if !answer.Replayed {
-		outcomes.WithLabelValues(outcomeOf(answer.Status)).Inc()
+		outcomes.WithLabelValues(string(outcomeOf(answer.Status))).Inc()
 	}
 	return respond(c, answer.Response, answer.Replayed)
 }
 
-func outcomeOf(status int) string {
-	switch status {
-	case http.StatusCreated:
-		return "completed"
-	case http.StatusAccepted:
-		return "pending"
-	default:
-		return "rejected"
+func outcomeOf(status int) transfer.Status {
+	if status == http.StatusCreated {
+		return transfer.Completed
 	}
+	return transfer.Rejected
 }
 
 func (s *Server) getTransfer(c echo.Context) error {

@@ -17,10 +17,11 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/payments/payments/api"
+	"github.com/payments/payments/internal/app"
 	"github.com/payments/payments/internal/auth"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
-	"github.com/payments/payments/transfers"
 )
 
 // Target is the running system: its HTTP API, and the PostgreSQL and Temporal it uses.
@@ -138,7 +139,7 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(r.cfg.Progress, "==> Opening and funding %d accounts for owner %s\n", 2*r.cfg.Clients+2, r.ownerID)
-	svc := &transfers.Service{Ledger: r.ledger, Temporal: r.t.Temporal, SyncWait: time.Minute, TTL: 24 * time.Hour, RetryFor: 2 * time.Minute}
+	svc := app.New(r.t.DB, r.t.Temporal, app.Settings{SyncWait: time.Minute, TTL: 24 * time.Hour, RetryFor: 2 * time.Minute}, nil, nil).Transfers
 	open := func(amount int64) (string, error) {
 		acc, err := ledger.CreateAccount(ctx, r.t.DB, ledger.NewID("acc_"), r.ownerID, "USD", "bench")
 		if err != nil {
@@ -227,7 +228,7 @@ func (r *run) randomPosting(kind, phase string, client, n int) ledger.Posting {
 
 func (r *run) postingOnly(phase string) op {
 	return func(ctx context.Context, c, n int) error {
-		_, _, err := r.ledger.Post(ctx, r.randomPosting("ledger", phase, c, n))
+		_, _, err := r.ledger.Post(ctx, r.randomPosting("ledger", phase, c, n), api.TransferAnswer)
 		return err
 	}
 }

@@ -8,6 +8,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/payments/payments/api"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 )
@@ -34,7 +35,7 @@ func tutorialWorkflow(ctx workflow.Context, p ledger.Posting) error {
 type tutorialActivities struct{ ledger *ledger.Ledger }
 
 func (a *tutorialActivities) Post(ctx context.Context, p ledger.Posting) (idempotency.Response, error) {
-	_, resp, err := a.ledger.Post(ctx, p)
+	_, resp, err := a.ledger.Post(ctx, p, api.TransferAnswer)
 	return resp, err
 }
 

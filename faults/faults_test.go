@@ -27,32 +27,30 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
-	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/testenv"
-	"github.com/payments/payments/worker"
 )
 
-// transfer is one transfer a test sends under its own key, and the outcome its design
+// planned is one transfer a test sends under its own key, and the outcome its design
 // guarantees whatever the order the postings run in: completed, or rejected for insufficient
 // funds.
-type transfer struct {
+type planned struct {
 	key, from, to string
 	amount        int64
 	rejected      bool
 }
 
-func (tr transfer) body() string { return testenv.TransferBody(tr.from, tr.to, tr.amount) }
+func (tr planned) body() string { return testenv.TransferBody(tr.from, tr.to, tr.amount) }
 
 // pairs opens n pairs of accounts for a new owner, funds each source with funded and returns
 // one transfer of amount per pair (amount <= funded: each must complete), keyed prefix-i.
-func pairs(t *testing.T, env *testenv.Env, prefix string, n int, amount, funded int64) (ownerID, apiKey string, ts []transfer, funding map[string]int64) {
+func pairs(t *testing.T, env *testenv.Env, prefix string, n int, amount, funded int64) (ownerID, apiKey string, ts []planned, funding map[string]int64) {
 	ownerID, apiKey = env.Owner(t)
 	funding = map[string]int64{}
 	for i := range n {
 		from, to := env.Account(t, apiKey, "USD"), env.Account(t, apiKey, "USD")
 		env.Fund(t, from, funded)
 		funding[from], funding[to] = funded, 0
-		ts = append(ts, transfer{key: fmt.Sprintf("%s-%d", prefix, i), from: from, to: to, amount: amount})
+		ts = append(ts, planned{key: fmt.Sprintf("%s-%d", prefix, i), from: from, to: to, amount: amount})
 	}
 	return ownerID, apiKey, ts, funding
 }
@@ -100,7 +98,7 @@ func (a *answers) count(phase string, status int) int {
 // add records r, an answer to tr, and says whether it is final. An answer the contract does not
 // allow fails t (without stopping it: clients call add from goroutines) and counts as final, so
 // that nobody retries after it.
-func (a *answers) add(t *testing.T, tr transfer, r testenv.Response) (final bool) {
+func (a *answers) add(t *testing.T, tr planned, r testenv.Response) (final bool) {
 	t.Helper()
 	kind, final, problem := classify(tr, r)
 	a.mu.Lock()
@@ -126,7 +124,7 @@ func (a *answers) add(t *testing.T, tr transfer, r testenv.Response) (final bool
 
 // classify reads an answer to tr: its problem type (or the transfer status its body reports),
 // whether it is final, and what is wrong with it if the contract does not allow it.
-func classify(tr transfer, r testenv.Response) (kind string, final bool, problem string) {
+func classify(tr planned, r testenv.Response) (kind string, final bool, problem string) {
 	var body map[string]any
 	if err := json.Unmarshal(r.Body, &body); err != nil && r.Status != 0 {
 		return "", false, "the body is not JSON"
@@ -164,7 +162,7 @@ func classify(tr transfer, r testenv.Response) (kind string, final bool, problem
 
 // send sends tr with its key until it has a final answer, as a client that retries does,
 // recording every answer; it gives up, failing t, at deadline.
-func (a *answers) send(t *testing.T, env *testenv.Env, apiKey string, tr transfer, deadline time.Time) {
+func (a *answers) send(t *testing.T, env *testenv.Env, apiKey string, tr planned, deadline time.Time) {
 	t.Helper()
 	for !a.add(t, tr, env.Do(t, "POST", "/v1/transfers", apiKey, tr.key, tr.body())) {
 		if time.Now().After(deadline) {
@@ -176,7 +174,7 @@ func (a *answers) send(t *testing.T, env *testenv.Env, apiKey string, tr transfe
 }
 
 // sendAll sends every transfer concurrently until each has its final answer.
-func (a *answers) sendAll(t *testing.T, env *testenv.Env, apiKey string, ts []transfer) {
+func (a *answers) sendAll(t *testing.T, env *testenv.Env, apiKey string, ts []planned) {
 	deadline := time.Now().Add(time.Minute)
 	var wg sync.WaitGroup
 	for _, tr := range ts {
@@ -204,7 +202,7 @@ func workflowID(ownerID, key string) string { return "transfer/" + ownerID + "/"
 // under each workflow ID, the one the answer names, with its two entries if completed and none
 // if rejected; one closed Temporal run per workflow ID; every account holding its funding plus
 // the transfers that completed; and the ledger reconciled.
-func (a *answers) settle(t *testing.T, env *testenv.Env, ownerID string, ts []transfer, funding map[string]int64) {
+func (a *answers) settle(t *testing.T, env *testenv.Env, ownerID string, ts []planned, funding map[string]int64) {
 	t.Helper()
 	ids := make([]string, len(ts))
 	for i, tr := range ts {
@@ -318,7 +316,7 @@ func oneRunEach(t *testing.T, env *testenv.Env, prefix string, ids []string) {
 // sendHeld sends each transfer once while every source is held, recording the answers, and
 // returns once all of them are posting (waiting for their locks), with a function that
 // releases them and waits for those answers.
-func (a *answers) sendHeld(t *testing.T, env *testenv.Env, apiKey string, ts []transfer) (release func()) {
+func (a *answers) sendHeld(t *testing.T, env *testenv.Env, apiKey string, ts []planned) (release func()) {
 	var releases []func()
 	for _, tr := range ts {
 		releases = append(releases, env.Hold(t, tr.from))
@@ -356,7 +354,7 @@ func running(t *testing.T, env *testenv.Env, ids []string, when string) (runIDs 
 	return runIDs
 }
 
-func keysOf(ownerID string, ts []transfer) (ids []string, from []string) {
+func keysOf(ownerID string, ts []planned) (ids []string, from []string) {
 	for _, tr := range ts {
 		ids, from = append(ids, workflowID(ownerID, tr.key)), append(from, tr.from)
 	}
@@ -396,7 +394,7 @@ func TestWorkerKilledBetweenCommitAndRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	second := worker.New(c, &activities.Activities{Ledger: env.Ledger})
+	second := env.NewWorker(c)
 	if err := second.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -467,10 +465,10 @@ func TestPostgresUnreachableDuringLoad(t *testing.T) {
 	for _, id := range ids {
 		funding[id] = 0
 	}
-	ts := make([]transfer, count)
+	ts := make([]planned, count)
 	for i := range ts {
 		f, g := testenv.Pair(rng, accounts)
-		ts[i] = transfer{key: fmt.Sprintf("pg-%d", i), from: ids[f], to: ids[g], amount: 1 + rng.Int64N(50), rejected: i%20 == 19}
+		ts[i] = planned{key: fmt.Sprintf("pg-%d", i), from: ids[f], to: ids[g], amount: 1 + rng.Int64N(50), rejected: i%20 == 19}
 		if !ts[i].rejected {
 			funding[ids[f]] += ts[i].amount
 		}
@@ -490,7 +488,7 @@ func TestPostgresUnreachableDuringLoad(t *testing.T) {
 
 	a := newAnswers("before")
 	deadline := time.Now().Add(2 * time.Minute)
-	next := make(chan transfer)
+	next := make(chan planned)
 	var wg sync.WaitGroup
 	for range clients {
 		wg.Go(func() {

@@ -15,19 +15,15 @@ import (
 
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/idempotency"
-	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/testenv"
-	"github.com/payments/payments/transfers"
-	"github.com/payments/payments/worker"
+	"github.com/payments/payments/internal/transfer"
 	"github.com/payments/payments/workflows"
 )
 
-// startWorker runs a worker in this process on env's client until t ends, with the activities a
-// worker process has.
+// startWorker runs a worker in this process on env's client until t ends.
 func startWorker(t *testing.T, env *testenv.Env) {
 	t.Helper()
-	stale := &transfers.Service{Ledger: env.Ledger, Temporal: env.Temporal, TTL: 24 * time.Hour, RetryFor: 2 * time.Minute}
-	w := worker.New(env.Temporal, &activities.Activities{Ledger: env.Ledger, Stale: stale})
+	w := env.NewWorker(nil)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +81,11 @@ func TestTerminatedRunsMoveNoMoneyAndRunAgain(t *testing.T) {
 	startWorker(t, env)
 	env.Fund(t, from, 100)
 	tr, err := env.Ledger.Transfer(context.Background(), "", id)
-	if err != nil || tr.Status != ledger.StatusFailed || tr.FailureReason == nil || strings.Contains(*tr.FailureReason, "Terminate") {
+	if err != nil || tr.Status != transfer.Failed || tr.FailureReason == nil || strings.Contains(*tr.FailureReason, "Terminate") {
 		t.Fatalf("transfer told failed: %+v %v", tr, err)
 	}
 	abandonedID := abandoned.JSON(t)["id"].(string)
-	if tr, _ := env.Ledger.Transfer(context.Background(), "", abandonedID); tr.Status != ledger.StatusPending {
+	if tr, _ := env.Ledger.Transfer(context.Background(), "", abandonedID); tr.Status != transfer.Pending {
 		t.Fatalf("abandoned transfer %s before recovery, want pending", tr.Status)
 	}
 	// Past the bound, the recovery pass marks it failed: its run ended without posting.
@@ -103,7 +99,7 @@ func TestTerminatedRunsMoveNoMoneyAndRunAgain(t *testing.T) {
 		t.Fatalf("recovery pass: %+v, want one marked failed", res)
 	}
 	tr, _ = env.Ledger.Transfer(context.Background(), "", abandonedID)
-	if tr.Status != ledger.StatusFailed || tr.FailureReason == nil || !strings.Contains(*tr.FailureReason, "terminated") {
+	if tr.Status != transfer.Failed || tr.FailureReason == nil || !strings.Contains(*tr.FailureReason, "terminated") {
 		t.Fatalf("abandoned transfer after recovery: %+v", tr)
 	}
 	if n := env.Count(t, `SELECT count(*) FROM entries WHERE transfer_id = ANY($1)`, []string{id, abandonedID}); n != 0 {
@@ -152,7 +148,7 @@ func TestNewUseOfAKeyNeverJoinsAnEarlierRun(t *testing.T) {
 	release()
 	testenv.WaitFor(t, "the first use's posting to commit", func() bool {
 		tr, err := env.Ledger.Transfer(context.Background(), "", scope.TransferID(0))
-		return err == nil && tr.Status == ledger.StatusCompleted
+		return err == nil && tr.Status == transfer.Completed
 	})
 	if r := <-answered; r.Status != http.StatusCreated {
 		t.Fatalf("first use: %d %s", r.Status, r.Body)

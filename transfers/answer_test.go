@@ -16,6 +16,7 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
+	"github.com/payments/payments/internal/transfer"
 )
 
 // ledgerForTest is a migrated database of this test process's own, dropped at the end. (The
@@ -49,6 +50,15 @@ func ledgerForTest(t *testing.T) *ledger.Ledger {
 	return &ledger.Ledger{DB: pool}
 }
 
+// answer stands in for the API's answer to a final transfer.
+func answer(t ledger.Transfer) idempotency.Response {
+	status := http.StatusCreated
+	if t.Status == transfer.Rejected {
+		status = http.StatusUnprocessableEntity
+	}
+	return idempotency.Response{Status: status, ContentType: "application/json", Body: []byte(`{"id":"` + t.ID + `"}`)}
+}
+
 // A wait that timed out just as the posting committed reads the transfer final: the answer is
 // then its final answer, never a 202 "pending" for a transfer that is not.
 func TestPendingAnswerOfAFinishedTransferIsItsFinalAnswer(t *testing.T) {
@@ -60,29 +70,30 @@ func TestPendingAnswerOfAFinishedTransferIsItsFinalAnswer(t *testing.T) {
 	}
 	from, _ := ledger.CreateAccount(ctx, l.DB, ledger.NewID("acc_"), ownerID, "USD", "")
 	to, _ := ledger.CreateAccount(ctx, l.DB, ledger.NewID("acc_"), ownerID, "USD", "")
-	s := &Service{Ledger: l, TTL: time.Hour}
+	s := &Service{Ledger: l, TTL: time.Hour, Answer: answer}
 	deposit := idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteDeposit, Key: "d"}
 	if _, _, err := l.Post(ctx, ledger.Posting{TransferID: deposit.TransferID(0), WorkflowID: deposit.WorkflowID(),
-		From: money.FundingAccountID("USD"), To: from.ID, AmountMinor: 100, Currency: "USD", Scope: deposit}); err != nil {
+		From: money.FundingAccountID("USD"), To: from.ID, AmountMinor: 100, Currency: "USD", Scope: deposit}, answer); err != nil {
 		t.Fatal(err)
 	}
 
 	req := Request{Scope: idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteTransfers, Key: "k"},
 		Fingerprint: []byte("fp"), From: from.ID, To: to.ID, AmountMinor: 40, Currency: "USD"}
-	in, rec, created, err := s.claim(ctx, req)
+	in, _, created, err := s.claim(ctx, req)
 	if err != nil || !created {
 		t.Fatalf("claim: %v %v", created, err)
 	}
-	pending, err := s.pending(ctx, in, rec.CreatedAt, Answer{})
-	if err != nil || pending.Status != http.StatusAccepted {
-		t.Fatalf("while pending: %d %v", pending.Status, err)
+	waitRanOut := context.DeadlineExceeded
+	pending, err := s.afterWait(ctx, in, nil, Answer{}, true, waitRanOut)
+	if err != nil || pending.Pending == nil || pending.Pending.Status != transfer.Pending {
+		t.Fatalf("while pending: %+v %v", pending, err)
 	}
-	_, stored, err := l.Post(ctx, in.Posting())
+	_, stored, err := l.Post(ctx, in.Ledger(""), answer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	final, err := s.pending(ctx, in, rec.CreatedAt, Answer{})
-	if err != nil || final.Status != http.StatusCreated || string(final.Body) != string(stored.Body) {
-		t.Fatalf("once posted: %d %s %v; want the stored %d %s", final.Status, final.Body, err, stored.Status, stored.Body)
+	final, err := s.afterWait(ctx, in, nil, Answer{}, true, waitRanOut)
+	if err != nil || final.Pending != nil || final.Status != http.StatusCreated || string(final.Body) != string(stored.Body) {
+		t.Fatalf("once posted: %+v %v; want the stored %d %s", final, err, stored.Status, stored.Body)
 	}
 }

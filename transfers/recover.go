@@ -11,6 +11,7 @@ import (
 
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/workflows"
 )
 
 // staleBatch bounds the claims one pass resolves; the next pass takes the rest.
@@ -59,7 +60,7 @@ func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (ac
 
 // resolve does what ResolveStale says for one transfer and says which: started, failed or
 // running.
-func (s *Service) resolve(ctx context.Context, in activities.TransferInput) (string, error) {
+func (s *Service) resolve(ctx context.Context, in workflows.TransferInput) (string, error) {
 	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, in.WorkflowID, "")
 	var notFound *serviceerror.NotFound
 	switch {

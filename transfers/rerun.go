@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/payments/payments/activities"
 	"github.com/payments/payments/workflows"
 )
 
@@ -79,12 +78,12 @@ func (s *Service) rerun(ctx context.Context, workflowID string) Rerun {
 		r.Detail = err.Error()
 		return r
 	}
-	var out activities.TransferOutcome
+	var out workflows.TransferOutcome
 	if err := run.Get(ctx, &out); err != nil {
 		r.Outcome, r.Detail = "failed", err.Error()
 		return r
 	}
-	r.Outcome, r.Detail = out.Status, fmt.Sprintf("HTTP %d, stored for replay", out.Response.Status)
+	r.Outcome, r.Detail = string(out.Status), fmt.Sprintf("HTTP %d, stored for replay", out.Response.Status)
 	return r
 }
 
@@ -96,8 +95,8 @@ func rerunnable(st enums.WorkflowExecutionStatus) bool {
 }
 
 // startInput reads the input a run was started with from its first history event.
-func (s *Service) startInput(ctx context.Context, workflowID, runID string) (activities.TransferInput, error) {
-	var in activities.TransferInput
+func (s *Service) startInput(ctx context.Context, workflowID, runID string) (workflows.TransferInput, error) {
+	var in workflows.TransferInput
 	it := s.Temporal.GetWorkflowHistory(ctx, workflowID, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
 		return in, errors.New("empty history")

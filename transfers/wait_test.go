@@ -8,6 +8,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/transfer"
 )
 
 // pollingRun is a workflow run whose result poll blocks until the workflow closes (close) or
@@ -33,11 +35,11 @@ func (r *pollingRun) Get(ctx context.Context, _ any) error {
 // A posting that answers within localGrace is the answer, and no result poll is made.
 func TestWaitAnswersFromThePostingWithoutAPoll(t *testing.T) {
 	run := &pollingRun{polling: make(chan struct{}), close: make(chan struct{})}
-	posted := make(chan activities.TransferOutcome, 1)
-	posted <- activities.TransferOutcome{Status: "completed"}
-	out, err := wait(context.Background(), run, posted, localGrace)
-	if err != nil || out.Status != "completed" {
-		t.Fatalf("got %+v, %v; want the posting's outcome", out, err)
+	posted := make(chan activities.Posted, 1)
+	posted <- activities.Posted{Status: transfer.Completed, Response: idempotency.Response{Status: 201}}
+	resp, err := wait(context.Background(), time.Minute, run, posted, localGrace)
+	if err != nil || resp.Status != 201 {
+		t.Fatalf("got %+v, %v; want the posting's answer", resp, err)
 	}
 	// A poll started in the background would begin within moments; waiting a little longer
 	// cannot make a correct wait fail, only let a wrong one pass on a very busy machine.
@@ -53,16 +55,16 @@ func TestWaitAnswersFromThePostingWithoutAPoll(t *testing.T) {
 // dev server's SQLite connection (docs/adr/0004-result-polls.md).
 func TestWaitLeavesTheResultPollRunning(t *testing.T) {
 	run := &pollingRun{polling: make(chan struct{}), close: make(chan struct{})}
-	posted := make(chan activities.TransferOutcome, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	posted := make(chan activities.Posted, 1)
+	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-run.polling // the poll is under way...
-		posted <- activities.TransferOutcome{}
+		posted <- activities.Posted{}
 	}()
-	if _, err := wait(ctx, run, posted, localGrace); err != nil {
+	if _, err := wait(ctx, time.Minute, run, posted, localGrace); err != nil {
 		t.Fatal(err)
 	}
-	cancel() // as Submit does when it returns
+	cancel() // as the request ends when Submit returns
 	poll := run.poll
 	if poll.Err() != nil {
 		t.Fatalf("the result poll was cancelled when the posting answered: %v", poll.Err())

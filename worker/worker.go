@@ -27,7 +27,12 @@ import (
 )
 
 // New returns a worker for the transfer task queue; the caller starts and stops it.
+// internal/app assembles acts; a worker without the ledger or the answers it stores would fail
+// every posting, so it is refused here, at start.
 func New(c client.Client, acts *activities.Activities) sdkworker.Worker {
+	if acts.Ledger == nil || acts.Answer == nil || acts.Stale == nil {
+		panic("worker.New: activities need Ledger, Answer and Stale (internal/app assembles them)")
+	}
 	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
 	registerWorkflows(w)
 	w.RegisterActivity(acts)

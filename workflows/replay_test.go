@@ -8,7 +8,6 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/payments/payments/activities"
 	"github.com/payments/payments/worker"
 	"github.com/payments/payments/workflows"
 )
@@ -32,7 +31,7 @@ func TestCommittedHistoriesReplay(t *testing.T) {
 
 // transferWithoutVersionGate is the "posting" status change made naively, without
 // workflow.GetVersion: what a careless edit of Transfer would look like.
-func transferWithoutVersionGate(ctx workflow.Context, in activities.TransferInput) (activities.TransferOutcome, error) {
+func transferWithoutVersionGate(ctx workflow.Context, in workflows.TransferInput) (workflows.TransferOutcome, error) {
 	_ = workflow.UpsertTypedSearchAttributes(ctx, workflows.TransferStatus.ValueSet("posting"))
 	return workflows.Transfer(ctx, in)
 }

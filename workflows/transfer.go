@@ -1,4 +1,3 @@
-// Package workflows holds the transfer workflow: deterministic orchestration only, no I/O.
 package workflows
 
 import (
@@ -6,15 +5,30 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/transfer"
 )
 
-// TaskQueue is the queue transfer workflows and their activities run on.
-const TaskQueue = "payments-transfers"
+// TransferInput is what a transfer workflow takes: the posting (the transfer, derived from the
+// request alone, and the idempotency scope its answer is stored under), and how long to retry it
+// through technical failures. A re-run or a UI Reset with the same input posts the same
+// transfer.
+type TransferInput struct {
+	activities.Posting
+	RetryFor activities.Duration // 0: DefaultRetryFor
+}
+
+// TransferOutcome is what a transfer workflow returns: the transfer's final status (completed or
+// rejected) and the answer stored for it, which the API sends as it is. A run that could not
+// post the transfer fails instead.
+type TransferOutcome struct {
+	Status   transfer.Status
+	Response idempotency.Response
+}
 
 // DefaultRetryFor bounds how long a transfer retries technical failures (PostgreSQL unreachable,
 // say) when its input does not say.
@@ -29,21 +43,10 @@ var (
 	AmountMinor    = temporal.NewSearchAttributeKeyInt64("AmountMinor")
 )
 
-// SearchAttributeTypes are the custom search attributes transfer workflows carry, which the
-// namespace must have registered: `make run` registers them on the dev server, and a worker
-// refuses to start without them.
-var SearchAttributeTypes = map[string]enums.IndexedValueType{
-	TransferStatus.GetName(): enums.INDEXED_VALUE_TYPE_KEYWORD,
-	FromAccount.GetName():    enums.INDEXED_VALUE_TYPE_KEYWORD,
-	ToAccount.GetName():      enums.INDEXED_VALUE_TYPE_KEYWORD,
-	Currency.GetName():       enums.INDEXED_VALUE_TYPE_KEYWORD,
-	AmountMinor.GetName():    enums.INDEXED_VALUE_TYPE_INT,
-}
-
 // SearchAttributes are the attributes a transfer starts with.
-func SearchAttributes(in activities.TransferInput) temporal.SearchAttributes {
+func SearchAttributes(in TransferInput) temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(
-		TransferStatus.ValueSet("pending"),
+		TransferStatus.ValueSet(string(transfer.Pending)),
 		FromAccount.ValueSet(in.From),
 		ToAccount.ValueSet(in.To),
 		Currency.ValueSet(in.Currency),
@@ -52,7 +55,7 @@ func SearchAttributes(in activities.TransferInput) temporal.SearchAttributes {
 }
 
 // Summary is the one line the Temporal UI shows for a transfer.
-func Summary(in activities.TransferInput) string {
+func Summary(in TransferInput) string {
 	return fmt.Sprintf("%s %s minor from %s to %s", groupThousands(in.AmountMinor), in.Currency, in.From, in.To)
 }
 
@@ -72,7 +75,7 @@ func groupThousands(n int64) string {
 // Insufficient funds is an outcome, not an error: the run completes with status "rejected".
 // Only technical failures that outlast the retry policy fail the run, which the workflow ID
 // reuse policy then lets the same key, `payments replay failed` or a UI Reset run again.
-func Transfer(ctx workflow.Context, in activities.TransferInput) (activities.TransferOutcome, error) {
+func Transfer(ctx workflow.Context, in TransferInput) (TransferOutcome, error) {
 	var a *activities.Activities
 	retryFor := time.Duration(in.RetryFor)
 	if retryFor <= 0 {
@@ -93,10 +96,10 @@ func Transfer(ctx workflow.Context, in activities.TransferInput) (activities.Tra
 	// status, so the UI tells a transfer stuck in the ledger (waiting on a lock or on PostgreSQL)
 	// from one no worker has picked up yet ("pending"). Runs started before replay without it.
 	if workflow.GetVersion(ctx, "posting-status", workflow.DefaultVersion, 1) == 1 {
-		setStatus(ctx, "posting")
+		setStatus(ctx, transfer.Posting)
 	}
-	var out activities.TransferOutcome
-	err := workflow.ExecuteLocalActivity(postCtx, a.PostTransfer, in).Get(postCtx, &out)
+	var out TransferOutcome
+	err := workflow.ExecuteLocalActivity(postCtx, a.PostTransfer, in.Posting).Get(postCtx, &out)
 	if err == nil {
 		setStatus(ctx, out.Status)
 		return out, nil
@@ -111,13 +114,13 @@ func Transfer(ctx workflow.Context, in activities.TransferInput) (activities.Tra
 		return out, err
 	}
 	workflow.GetLogger(ctx).Warn("posting failed after its retries", "transfer_id", in.TransferID, "error", err)
-	var settled activities.TransferOutcome
+	var settled TransferOutcome
 	markFailed(ctx, a, in.TransferID, failureReason(err), &settled)
-	if ledgerFinal(settled.Status) {
+	if settled.Status.Final() {
 		setStatus(ctx, settled.Status)
 		return settled, nil
 	}
-	setStatus(ctx, "failed")
+	setStatus(ctx, transfer.Failed)
 	return out, err
 }
 
@@ -131,27 +134,24 @@ func failureReason(err error) string {
 	return "the ledger could not post the transfer within its retry window; no money moved"
 }
 
-// ledgerFinal mirrors ledger.Final without importing the ledger into workflow code.
-func ledgerFinal(status string) bool { return status == "completed" || status == "rejected" }
-
 // markFailed records the failure in the ledger, best effort, and reads back how the transfer
 // stands into settled (when not nil): if PostgreSQL is what failed, the transfer stays
 // "pending" there, and the failed run says why. Before version 1 (old histories) it set the
 // status "failed" whatever the ledger said.
-func markFailed(ctx workflow.Context, a *activities.Activities, transferID, reason string, settled *activities.TransferOutcome) {
+func markFailed(ctx workflow.Context, a *activities.Activities, transferID, reason string, settled *TransferOutcome) {
 	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		ScheduleToCloseTimeout: 10 * time.Second,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
 	if settled == nil {
 		_ = workflow.ExecuteLocalActivity(ctx, a.MarkTransferFailed, transferID, reason).Get(ctx, nil)
-		setStatus(ctx, "failed")
+		setStatus(ctx, transfer.Failed)
 		return
 	}
 	_ = workflow.ExecuteLocalActivity(ctx, a.MarkTransferFailed, transferID, reason).Get(ctx, settled)
 }
 
-func setStatus(ctx workflow.Context, status string) {
+func setStatus(ctx workflow.Context, status transfer.Status) {
 	// Only fails when the attribute is not registered: the start would have failed first.
-	_ = workflow.UpsertTypedSearchAttributes(ctx, TransferStatus.ValueSet(status))
+	_ = workflow.UpsertTypedSearchAttributes(ctx, TransferStatus.ValueSet(string(status)))
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 )
 
-var input = activities.TransferInput{TransferID: "tr_1", WorkflowID: "transfer/own_1/k", From: "acc_a", To: "acc_b",
-	AmountMinor: 1000, Currency: "USD", OwnerID: "own_1", Route: idempotency.RouteTransfers, Key: "k"}
+var input = TransferInput{Posting: activities.Posting{TransferID: "tr_1", WorkflowID: "transfer/own_1/k", From: "acc_a", To: "acc_b",
+	AmountMinor: 1000, Currency: "USD", OwnerID: "own_1", Route: idempotency.RouteTransfers, Key: "k"}}
 
 // a names the activities for mocking; their methods are never called on it.
 var a *activities.Activities
@@ -29,9 +29,9 @@ func newEnv() *testsuite.TestWorkflowEnvironment {
 
 // countPosts mocks PostTransfer with result, which sees the 1-based number of the call, and
 // returns the counter.
-func countPosts(env *testsuite.TestWorkflowEnvironment, in activities.TransferInput, result func(call int) (activities.TransferOutcome, error)) *int {
+func countPosts(env *testsuite.TestWorkflowEnvironment, in TransferInput, result func(call int) (activities.Posted, error)) *int {
 	calls := 0
-	env.OnActivity(a.PostTransfer, mock.Anything, in).Return(func(context.Context, activities.TransferInput) (activities.TransferOutcome, error) {
+	env.OnActivity(a.PostTransfer, mock.Anything, in.Posting).Return(func(context.Context, activities.Posting) (activities.Posted, error) {
 		calls++
 		return result(calls)
 	})
@@ -40,13 +40,13 @@ func countPosts(env *testsuite.TestWorkflowEnvironment, in activities.TransferIn
 
 func TestTransferCompletes(t *testing.T) {
 	env := newEnv()
-	want := activities.TransferOutcome{Status: "completed", Response: idempotency.Response{Status: 201, Body: []byte(`{}`)}}
-	env.OnActivity(a.PostTransfer, mock.Anything, input).Return(want, nil).Once()
+	want := activities.Posted{Status: "completed", Response: idempotency.Response{Status: 201, Body: []byte(`{}`)}}
+	env.OnActivity(a.PostTransfer, mock.Anything, input.Posting).Return(want, nil).Once()
 	env.ExecuteWorkflow(Transfer, input)
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow error: %v", env.GetWorkflowError())
 	}
-	var got activities.TransferOutcome
+	var got TransferOutcome
 	if err := env.GetWorkflowResult(&got); err != nil || got.Status != "completed" || got.Response.Status != 201 {
 		t.Fatalf("result %+v, %v", got, err)
 	}
@@ -55,10 +55,10 @@ func TestTransferCompletes(t *testing.T) {
 
 func TestInsufficientFundsCompletesAsRejected(t *testing.T) {
 	env := newEnv()
-	env.OnActivity(a.PostTransfer, mock.Anything, input).Return(activities.TransferOutcome{Status: "rejected",
+	env.OnActivity(a.PostTransfer, mock.Anything, input.Posting).Return(activities.Posted{Status: "rejected",
 		Response: idempotency.Response{Status: 422}}, nil).Once()
 	env.ExecuteWorkflow(Transfer, input)
-	var got activities.TransferOutcome
+	var got TransferOutcome
 	if err := env.GetWorkflowResult(&got); err != nil || got.Status != "rejected" {
 		t.Fatalf("a rejection must complete the workflow: %+v %v", got, err)
 	}
@@ -66,11 +66,11 @@ func TestInsufficientFundsCompletesAsRejected(t *testing.T) {
 
 func TestPostingIsRetriedAfterATechnicalFailure(t *testing.T) {
 	env := newEnv()
-	calls := countPosts(env, input, func(call int) (activities.TransferOutcome, error) {
+	calls := countPosts(env, input, func(call int) (activities.Posted, error) {
 		if call < 3 {
-			return activities.TransferOutcome{}, errors.New("connection refused")
+			return activities.Posted{}, errors.New("connection refused")
 		}
-		return activities.TransferOutcome{Status: "completed"}, nil
+		return activities.Posted{Status: "completed"}, nil
 	})
 	env.ExecuteWorkflow(Transfer, input)
 	if err := env.GetWorkflowError(); err != nil || *calls != 3 {
@@ -80,11 +80,11 @@ func TestPostingIsRetriedAfterATechnicalFailure(t *testing.T) {
 
 func TestInvalidPostingFailsAtOnceAndIsMarkedFailed(t *testing.T) {
 	env := newEnv()
-	calls := countPosts(env, input, func(int) (activities.TransferOutcome, error) {
-		return activities.TransferOutcome{}, temporal.NewNonRetryableApplicationError("bad", activities.ErrTypeInvalidPosting, nil)
+	calls := countPosts(env, input, func(int) (activities.Posted, error) {
+		return activities.Posted{}, temporal.NewNonRetryableApplicationError("bad", activities.ErrTypeInvalidPosting, nil)
 	})
 	env.OnActivity(a.MarkTransferFailed, mock.Anything, "tr_1", "the accounts can no longer take this transfer").
-		Return(activities.TransferOutcome{Status: "failed"}, nil).Once()
+		Return(activities.Posted{Status: "failed"}, nil).Once()
 	env.ExecuteWorkflow(Transfer, input)
 	if env.GetWorkflowError() == nil || *calls != 1 {
 		t.Fatalf("want a failed run after one attempt, got err=%v calls=%d", env.GetWorkflowError(), *calls)
@@ -95,12 +95,12 @@ func TestInvalidPostingFailsAtOnceAndIsMarkedFailed(t *testing.T) {
 func TestRetriesAreBounded(t *testing.T) {
 	env := newEnv()
 	// input.RetryFor is zero, so the default bound applies.
-	calls := countPosts(env, input, func(int) (activities.TransferOutcome, error) {
-		return activities.TransferOutcome{}, errors.New("database down")
+	calls := countPosts(env, input, func(int) (activities.Posted, error) {
+		return activities.Posted{}, errors.New("database down")
 	})
 	// The ledger reads a stable sentence, never the error's text.
 	env.OnActivity(a.MarkTransferFailed, mock.Anything, "tr_1", "the ledger could not post the transfer within its retry window; no money moved").
-		Return(activities.TransferOutcome{Status: "failed"}, nil).Once()
+		Return(activities.Posted{Status: "failed"}, nil).Once()
 	env.ExecuteWorkflow(Transfer, input)
 	if env.GetWorkflowError() == nil || *calls < 2 {
 		t.Fatalf("a posting that never succeeds must be retried, then fail the run: err=%v calls=%d", env.GetWorkflowError(), *calls)
@@ -113,13 +113,13 @@ func TestRetriesAreBounded(t *testing.T) {
 // instead of failing as if nothing had moved.
 func TestRunEndsWithWhatTheLedgerSays(t *testing.T) {
 	env := newEnv()
-	countPosts(env, input, func(int) (activities.TransferOutcome, error) {
-		return activities.TransferOutcome{}, errors.New("context deadline exceeded")
+	countPosts(env, input, func(int) (activities.Posted, error) {
+		return activities.Posted{}, errors.New("context deadline exceeded")
 	})
-	stored := activities.TransferOutcome{Status: "completed", Response: idempotency.Response{Status: 201, Body: []byte(`{"id":"tr_1"}`)}}
+	stored := activities.Posted{Status: "completed", Response: idempotency.Response{Status: 201, Body: []byte(`{"id":"tr_1"}`)}}
 	env.OnActivity(a.MarkTransferFailed, mock.Anything, "tr_1", mock.Anything).Return(stored, nil).Once()
 	env.ExecuteWorkflow(Transfer, input)
-	var got activities.TransferOutcome
+	var got TransferOutcome
 	if err := env.GetWorkflowResult(&got); err != nil || got.Status != "completed" || string(got.Response.Body) != `{"id":"tr_1"}` {
 		t.Fatalf("result %+v, %v; want the stored completion", got, err)
 	}
@@ -129,10 +129,10 @@ func TestRunEndsWithWhatTheLedgerSays(t *testing.T) {
 // A run that already gave up on its transfer is fenced off by the ledger: no retry.
 func TestFencedPostingIsNotRetried(t *testing.T) {
 	env := newEnv()
-	calls := countPosts(env, input, func(int) (activities.TransferOutcome, error) {
-		return activities.TransferOutcome{}, temporal.NewNonRetryableApplicationError("fenced", activities.ErrTypeFenced, nil)
+	calls := countPosts(env, input, func(int) (activities.Posted, error) {
+		return activities.Posted{}, temporal.NewNonRetryableApplicationError("fenced", activities.ErrTypeFenced, nil)
 	})
-	env.OnActivity(a.MarkTransferFailed, mock.Anything, "tr_1", mock.Anything).Return(activities.TransferOutcome{Status: "failed"}, nil).Once()
+	env.OnActivity(a.MarkTransferFailed, mock.Anything, "tr_1", mock.Anything).Return(activities.Posted{Status: "failed"}, nil).Once()
 	env.ExecuteWorkflow(Transfer, input)
 	if env.GetWorkflowError() == nil || *calls != 1 {
 		t.Fatalf("want a failed run after one attempt, got err=%v calls=%d", env.GetWorkflowError(), *calls)

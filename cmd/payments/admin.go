@@ -118,9 +118,12 @@ func runDeposit(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer d.close()
-	answer, err := d.transfers(false).Deposit(ctx, *account, *amount, *key)
+	answer, err := d.app(nil).Transfers.Deposit(ctx, *account, *amount, *key)
 	if err != nil {
 		return depositError(err, *account, *key)
+	}
+	if answer.Pending != nil { // still running: the transfer as it stands; the same key answers later
+		return printJSON(stdout, answer.Pending)
 	}
 	fmt.Fprintln(stdout, string(answer.Body))
 	if answer.Status >= 300 {

@@ -20,11 +20,10 @@ import (
 	sdktally "go.temporal.io/sdk/contrib/tally"
 	tlog "go.temporal.io/sdk/log"
 
-	"github.com/payments/payments/activities"
 	"github.com/payments/payments/api"
+	"github.com/payments/payments/internal/app"
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
-	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/transfers"
 	"github.com/payments/payments/worker"
 	"github.com/payments/payments/workflows"
@@ -36,7 +35,6 @@ type deps struct {
 	log      *slog.Logger
 	db       *pgxpool.Pool
 	temporal client.Client
-	posted   *activities.Posted // shared by the API and the worker of `serve`
 }
 
 func open(ctx context.Context, lazyTemporal bool) (*deps, error) {
@@ -89,11 +87,11 @@ func (d *deps) close() {
 	d.db.Close()
 }
 
-func (d *deps) transfers(eager bool) *transfers.Service {
-	return &transfers.Service{
-		Ledger: &ledger.Ledger{DB: d.db}, Temporal: d.temporal,
-		SyncWait: d.cfg.SyncWait, TTL: d.cfg.IdempotencyTTL, RetryFor: d.cfg.RetryFor, Eager: eager, Posted: d.posted,
-	}
+// app assembles the parts on the process's database and client; listener is for `serve` only
+// (app.New).
+func (d *deps) app(listener *transfers.Listener) *app.App {
+	return app.New(d.db, d.temporal, app.Settings{SyncWait: d.cfg.SyncWait, TTL: d.cfg.IdempotencyTTL, RetryFor: d.cfg.RetryFor},
+		d.log, listener)
 }
 
 func runAPI(ctx context.Context, args []string, _ io.Writer) error {
@@ -105,7 +103,7 @@ func runAPI(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer d.close()
-	return d.serveHTTP(ctx, false)
+	return d.serveHTTP(ctx, d.app(nil))
 }
 
 func runWorker(ctx context.Context, args []string, _ io.Writer) error {
@@ -117,7 +115,7 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer d.close()
-	return d.runWorker(ctx, true)
+	return d.runWorker(ctx, d.app(nil), true)
 }
 
 // runServe runs API and worker on one Temporal client, which lets the API start workflows
@@ -131,12 +129,12 @@ func runServe(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer d.close()
-	d.posted = activities.NewPosted()
+	a := d.app(transfers.NewListener())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, 2)
-	go func() { errs <- d.runWorker(ctx, false) }()
-	go func() { errs <- d.serveHTTP(ctx, true) }()
+	go func() { errs <- d.runWorker(ctx, a, false) }()
+	go func() { errs <- d.serveHTTP(ctx, a) }()
 	err = <-errs
 	cancel()
 	if err2 := <-errs; err == nil {
@@ -147,14 +145,14 @@ func runServe(ctx context.Context, args []string, _ io.Writer) error {
 
 // runWorker runs the worker until ctx ends, serving /metrics on its own port when asked (a
 // process without the HTTP API).
-func (d *deps) runWorker(ctx context.Context, metrics bool) error {
+func (d *deps) runWorker(ctx context.Context, a *app.App, metrics bool) error {
 	if err := worker.CheckSearchAttributes(ctx, d.temporal, d.cfg.Temporal.Namespace); err != nil {
 		return err
 	}
 	if metrics {
 		d.serveMetrics(ctx)
 	}
-	w := worker.New(d.temporal, &activities.Activities{Ledger: &ledger.Ledger{DB: d.db}, Posted: d.posted, Stale: d.transfers(false)})
+	w := a.Worker()
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -184,10 +182,8 @@ func (d *deps) serveMetrics(ctx context.Context) {
 	go func() { <-ctx.Done(); _ = hs.Close() }()
 }
 
-func (d *deps) serveHTTP(ctx context.Context, eager bool) error {
-	srv := &api.Server{DB: d.db, Ledger: &ledger.Ledger{DB: d.db}, Transfers: d.transfers(eager),
-		Temporal: d.temporal, TTL: d.cfg.IdempotencyTTL, Log: d.log}
-	hs := api.NewHTTPServer(d.cfg.HTTPAddr, srv.Handler(), d.cfg.SyncWait)
+func (d *deps) serveHTTP(ctx context.Context, a *app.App) error {
+	hs := api.NewHTTPServer(d.cfg.HTTPAddr, a.Server().Handler(), d.cfg.SyncWait)
 	errs := make(chan error, 1)
 	go func() { errs <- hs.ListenAndServe() }()
 	d.log.Info("api listening", "addr", d.cfg.HTTPAddr)

@@ -34,7 +34,7 @@ func runRerun(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintln(stdout, "rerun: looking for transfer workflows whose latest run failed, was terminated or timed out…")
 	counts := map[string]int{}
-	err = d.transfers(false).RerunFailed(ctx, from, func(r transfers.Rerun) {
+	err = d.app(nil).Transfers.RerunFailed(ctx, from, func(r transfers.Rerun) {
 		counts[r.Outcome]++
 		fmt.Fprintf(stdout, "%-60s %-27s %-9s %s\n", r.WorkflowID, r.TransferID, r.Outcome, r.Detail)
 	})

@@ -11,14 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-)
 
-// Statuses of a transfer.
-const (
-	StatusPending   = "pending"
-	StatusCompleted = "completed"
-	StatusRejected  = "rejected"
-	StatusFailed    = "failed"
+	"github.com/payments/payments/internal/transfer"
 )
 
 // Kinds of account: a customer's, or a currency's funding account (the ledger's own, the
@@ -27,10 +21,6 @@ const (
 	KindCustomer = "customer"
 	KindFunding  = "funding"
 )
-
-// Final reports whether a transfer in status will never change again: it completed or was
-// rejected. A failed transfer is not final: a new run of its workflow may still post it.
-func Final(status string) bool { return status == StatusCompleted || status == StatusRejected }
 
 // Account is an account as the API shows it.
 type Account struct {
@@ -45,17 +35,17 @@ type Account struct {
 
 // Transfer is a transfer as the API shows it.
 type Transfer struct {
-	ID            string     `json:"id"`
-	Status        string     `json:"status"`
-	FromAccountID string     `json:"from_account_id"`
-	ToAccountID   string     `json:"to_account_id"`
-	AmountMinor   int64      `json:"amount_minor"`
-	Currency      string     `json:"currency"`
-	Description   string     `json:"description"`
-	WorkflowID    string     `json:"workflow_id"`
-	CreatedAt     time.Time  `json:"created_at"`
-	CompletedAt   *time.Time `json:"completed_at"`
-	FailureReason *string    `json:"failure_reason"`
+	ID            string          `json:"id"`
+	Status        transfer.Status `json:"status"`
+	FromAccountID string          `json:"from_account_id"`
+	ToAccountID   string          `json:"to_account_id"`
+	AmountMinor   int64           `json:"amount_minor"`
+	Currency      string          `json:"currency"`
+	Description   string          `json:"description"`
+	WorkflowID    string          `json:"workflow_id"`
+	CreatedAt     time.Time       `json:"created_at"`
+	CompletedAt   *time.Time      `json:"completed_at"`
+	FailureReason *string         `json:"failure_reason"`
 }
 
 // ErrNotFound means the object does not exist or the caller may not see it.

@@ -2,11 +2,9 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,7 +14,7 @@ import (
 
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
-	"github.com/payments/payments/internal/problem"
+	"github.com/payments/payments/internal/transfer"
 )
 
 // Posting is one transfer to post. TransferID and WorkflowID are derived from Scope.
@@ -50,13 +48,18 @@ var Retries = promauto.NewCounter(prometheus.CounterOpts{
 
 const maxAttempts = 8
 
-// Post posts p exactly once and stores its final response, in one transaction. Called again
-// with the same transfer id (an activity retried after its commit, a re-run, a UI Reset), it
-// posts nothing and returns the outcome of the first call. A transfer without enough funds is
-// rejected: a final outcome, stored and replayed like a completed one.
-func (l *Ledger) Post(ctx context.Context, p Posting) (t Transfer, resp idempotency.Response, err error) {
+// Answer is the answer to a transfer in a final state, in the shape of the edge that received
+// the request (the HTTP API's, api.TransferAnswer): the ledger stores it in the posting's
+// transaction, and it is replayed byte for byte.
+type Answer func(Transfer) idempotency.Response
+
+// Post posts p exactly once and stores its final answer, made by answer, in one transaction.
+// Called again with the same transfer id (an activity retried after its commit, a re-run, a UI
+// Reset), it posts nothing and returns the outcome and answer of the first call. A transfer
+// without enough funds is rejected: a final outcome, stored and replayed like a completed one.
+func (l *Ledger) Post(ctx context.Context, p Posting, answer Answer) (t Transfer, resp idempotency.Response, err error) {
 	err = l.InTx(ctx, func(tx pgx.Tx) error {
-		t, resp, err = post(ctx, tx, p)
+		t, resp, err = post(ctx, tx, p, answer)
 		return err
 	})
 	return t, resp, err
@@ -87,7 +90,7 @@ func retryable(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
 }
 
-func post(ctx context.Context, tx pgx.Tx, p Posting) (Transfer, idempotency.Response, error) {
+func post(ctx context.Context, tx pgx.Tx, p Posting, answer Answer) (Transfer, idempotency.Response, error) {
 	// Claim the transfer id first. DO UPDATE (rather than DO NOTHING) returns the row either way
 	// and locks it, so a concurrent posting of the same id waits here and then sees it final,
 	// and MarkFailed waits for a posting under way.
@@ -101,8 +104,9 @@ func post(ctx context.Context, tx pgx.Tx, p Posting) (Transfer, idempotency.Resp
 	if err != nil {
 		return t, idempotency.Response{}, fkInvalid(err)
 	}
-	if Final(t.Status) {
-		return StoredResponse(ctx, tx, p.Scope, t) // posted before: nothing more to do
+	if t.Status.Final() {
+		resp, err := StoredAnswer(ctx, tx, p.Scope, t, answer) // posted before: nothing more to do
+		return t, resp, err
 	}
 	if fenced {
 		return t, idempotency.Response{}, ErrFenced
@@ -123,17 +127,17 @@ func post(ctx context.Context, tx pgx.Tx, p Posting) (Transfer, idempotency.Resp
 		return t, idempotency.Response{}, fmt.Errorf("%w: a balance would overflow 64 bits", ErrInvalidPosting)
 	}
 	if from.Kind == KindCustomer && from.BalanceMinor < t.AmountMinor {
-		t, err = finish(ctx, tx, t.ID, StatusRejected, "insufficient funds")
+		t, err = finish(ctx, tx, t.ID, transfer.Rejected, "insufficient funds")
 	} else {
 		err = move(ctx, tx, t, fromAfter, toAfter)
 		if err == nil {
-			t, err = finish(ctx, tx, t.ID, StatusCompleted, "")
+			t, err = finish(ctx, tx, t.ID, transfer.Completed, "")
 		}
 	}
 	if err != nil {
 		return t, idempotency.Response{}, err
 	}
-	resp := FinalResponse(t)
+	resp := answer(t)
 	return t, resp, idempotency.Complete(ctx, tx, p.Scope, resp, p.ReplayFor)
 }
 
@@ -177,7 +181,7 @@ func move(ctx context.Context, tx pgx.Tx, t Transfer, fromAfter, toAfter int64) 
 	return err
 }
 
-func finish(ctx context.Context, q database.Querier, id, status, reason string) (Transfer, error) {
+func finish(ctx context.Context, q database.Querier, id string, status transfer.Status, reason string) (Transfer, error) {
 	return scanTransfer(q.QueryRow(ctx, `
 		UPDATE transfers SET status = $2, completed_at = now(), failure_reason = NULLIF($3, '')
 		WHERE id = $1
@@ -205,33 +209,17 @@ func (l *Ledger) MarkFailed(ctx context.Context, id, run, reason string) (Transf
 	return t, err
 }
 
-// StoredResponse returns the response stored when t (final) was posted, byte for byte, or
-// renders it again when its replay window has passed.
-func StoredResponse(ctx context.Context, q database.Querier, s idempotency.Scope, t Transfer) (Transfer, idempotency.Response, error) {
+// StoredAnswer returns the answer stored when t (final) was posted, byte for byte, or makes it
+// again with answer when its record has expired and been deleted.
+func StoredAnswer(ctx context.Context, q database.Querier, s idempotency.Scope, t Transfer, answer Answer) (idempotency.Response, error) {
 	rec, found, err := idempotency.Lookup(ctx, q, s)
 	if err != nil {
-		return t, idempotency.Response{}, err
+		return idempotency.Response{}, err
 	}
 	if found && rec.Response != nil && rec.ResourceID == t.ID {
-		return t, *rec.Response, nil
+		return *rec.Response, nil
 	}
-	return t, FinalResponse(t), nil
-}
-
-// FinalResponse is the HTTP answer to a transfer in a final state: what is stored and replayed.
-func FinalResponse(t Transfer) idempotency.Response {
-	if t.Status == StatusRejected {
-		p := problem.New(http.StatusUnprocessableEntity, "insufficient-funds",
-			fmt.Sprintf("account %s cannot cover %d %s", t.FromAccountID, t.AmountMinor, t.Currency))
-		p.TransferID = t.ID
-		return idempotency.Response{Status: p.Status, ContentType: problem.ContentType, Body: p.Body()}
-	}
-	body, err := json.Marshal(t)
-	if err != nil {
-		panic(err)
-	}
-	return idempotency.Response{Status: http.StatusCreated, ContentType: "application/json",
-		Location: "/v1/transfers/" + t.ID, Body: body}
+	return answer(t), nil
 }
 
 // fkInvalid reports a foreign-key or check violation on the transfer row (unknown account, same

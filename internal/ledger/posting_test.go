@@ -14,12 +14,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/payments/payments/api"
 	"github.com/payments/payments/internal/auth"
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
 	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/internal/transfer"
 )
 
 var l *ledger.Ledger
@@ -67,7 +69,7 @@ func account(t *testing.T, currency string, balance int64) string {
 		scope := idempotency.Scope{OwnerID: owner, Route: idempotency.RouteDeposit, Key: ledger.NewID("k")}
 		p := ledger.Posting{TransferID: scope.TransferID(0), WorkflowID: scope.WorkflowID(), From: money.FundingAccountID(currency),
 			To: acc.ID, AmountMinor: balance, Currency: currency, Scope: scope}
-		if _, _, err := l.Post(ctx, p); err != nil {
+		if _, _, err := l.Post(ctx, p, api.TransferAnswer); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -107,12 +109,12 @@ func entries(t *testing.T, transferID string) int {
 func TestPostingTwicePostsOnce(t *testing.T) {
 	a, b := account(t, "USD", 1_000), account(t, "USD", 0)
 	p := posting(a, b, 300)
-	first, r1, err := l.Post(context.Background(), p)
-	if err != nil || first.Status != ledger.StatusCompleted {
+	first, r1, err := l.Post(context.Background(), p, api.TransferAnswer)
+	if err != nil || first.Status != transfer.Completed {
 		t.Fatalf("first: %v %v", first.Status, err)
 	}
-	second, r2, err := l.Post(context.Background(), p)
-	if err != nil || second.Status != ledger.StatusCompleted || string(r1.Body) != string(r2.Body) {
+	second, r2, err := l.Post(context.Background(), p, api.TransferAnswer)
+	if err != nil || second.Status != transfer.Completed || string(r1.Body) != string(r2.Body) {
 		t.Fatalf("second: %v %v", second.Status, err)
 	}
 	if balance(t, a) != 700 || balance(t, b) != 300 || entries(t, p.TransferID) != 2 {
@@ -129,7 +131,7 @@ func TestConcurrentPostingsOfOneTransferPostOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _, err := l.Post(context.Background(), p)
+			_, _, err := l.Post(context.Background(), p, api.TransferAnswer)
 			errs <- err
 		}()
 	}
@@ -148,16 +150,16 @@ func TestConcurrentPostingsOfOneTransferPostOnce(t *testing.T) {
 func TestInsufficientFundsRejectsAndStoresTheAnswer(t *testing.T) {
 	a, b := account(t, "USD", 50), account(t, "USD", 0)
 	p := posting(a, b, 51)
-	tr, resp, err := l.Post(context.Background(), p)
-	if err != nil || tr.Status != ledger.StatusRejected || resp.Status != 422 {
+	tr, resp, err := l.Post(context.Background(), p, api.TransferAnswer)
+	if err != nil || tr.Status != transfer.Rejected || resp.Status != 422 {
 		t.Fatalf("%v %d %v", tr.Status, resp.Status, err)
 	}
 	if balance(t, a) != 50 || entries(t, p.TransferID) != 0 {
 		t.Fatal("a rejection moved money")
 	}
 	// Funds arriving later do not turn a final rejection into a posting.
-	tr, _, _ = l.Post(context.Background(), p)
-	if tr.Status != ledger.StatusRejected {
+	tr, _, _ = l.Post(context.Background(), p, api.TransferAnswer)
+	if tr.Status != transfer.Rejected {
 		t.Fatalf("status %s after re-post", tr.Status)
 	}
 }
@@ -174,7 +176,7 @@ func TestInvalidPostingsNeverHalfApply(t *testing.T) {
 		"unknown account":   posting(usd, "acc_missing", 10),
 		"same account":      posting(usd, usd, 10),
 	} {
-		if _, _, err := l.Post(context.Background(), p); !errors.Is(err, ledger.ErrInvalidPosting) {
+		if _, _, err := l.Post(context.Background(), p, api.TransferAnswer); !errors.Is(err, ledger.ErrInvalidPosting) {
 			t.Errorf("%s: err %v, want ErrInvalidPosting", name, err)
 		}
 		if entries(t, p.TransferID) != 0 {
@@ -192,12 +194,12 @@ func TestInvalidPostingsNeverHalfApply(t *testing.T) {
 func TestMarkFailedNeverUndoesAPosting(t *testing.T) {
 	a, b := account(t, "USD", 100), account(t, "USD", 0)
 	p := posting(a, b, 40)
-	if _, _, err := l.Post(context.Background(), p); err != nil {
+	if _, _, err := l.Post(context.Background(), p, api.TransferAnswer); err != nil {
 		t.Fatal(err)
 	}
 	// The posting committed but its result was lost, and the run gave up: the ledger keeps the truth.
 	tr, err := l.MarkFailed(context.Background(), p.TransferID, "run-1", "lost result")
-	if err != nil || tr.Status != ledger.StatusCompleted || tr.FailureReason != nil {
+	if err != nil || tr.Status != transfer.Completed || tr.FailureReason != nil {
 		t.Fatalf("transfer %s (%v), want completed: %v", tr.Status, tr.FailureReason, err)
 	}
 	if balance(t, a) != 60 || entries(t, p.TransferID) != 2 {
@@ -209,17 +211,17 @@ func TestMarkFailedNeverUndoesAPosting(t *testing.T) {
 	if err := ledger.InsertPending(context.Background(), l.DB, q); err != nil {
 		t.Fatal(err)
 	}
-	if tr, err := l.MarkFailed(context.Background(), q.TransferID, "run-1", "database down"); err != nil || tr.Status != ledger.StatusFailed {
+	if tr, err := l.MarkFailed(context.Background(), q.TransferID, "run-1", "database down"); err != nil || tr.Status != transfer.Failed {
 		t.Fatalf("status %s (%v), want failed", tr.Status, err)
 	}
 	// The run that gave up cannot post it any more (its client was told no money moved); a
 	// later run still posts it, once.
 	q.RunID = "run-1"
-	if _, _, err := l.Post(context.Background(), q); !errors.Is(err, ledger.ErrFenced) || entries(t, q.TransferID) != 0 {
+	if _, _, err := l.Post(context.Background(), q, api.TransferAnswer); !errors.Is(err, ledger.ErrFenced) || entries(t, q.TransferID) != 0 {
 		t.Fatalf("posting by the run that gave up: %v, %d entries", err, entries(t, q.TransferID))
 	}
 	q.RunID = "run-2"
-	if tr, _, err := l.Post(context.Background(), q); err != nil || tr.Status != ledger.StatusCompleted || entries(t, q.TransferID) != 2 {
+	if tr, _, err := l.Post(context.Background(), q, api.TransferAnswer); err != nil || tr.Status != transfer.Completed || entries(t, q.TransferID) != 2 {
 		t.Fatalf("re-run after failure: %s %v", tr.Status, err)
 	}
 	// Marking a transfer nobody inserted is harmless.
@@ -237,7 +239,7 @@ func TestBalanceOverflowIsRefusedWhole(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = l.DB.Exec(ctx, `UPDATE accounts SET balance_minor = 0 WHERE id = $1`, b) })
 	p := posting(a, b, 10)
-	if _, _, err := l.Post(ctx, p); !errors.Is(err, ledger.ErrInvalidPosting) {
+	if _, _, err := l.Post(ctx, p, api.TransferAnswer); !errors.Is(err, ledger.ErrInvalidPosting) {
 		t.Fatalf("err %v, want ErrInvalidPosting", err)
 	}
 	if balance(t, a) != 100 || balance(t, b) != math.MaxInt64-5 || entries(t, p.TransferID) != 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/transfer"
 )
 
 // Check is one ledger invariant and what breaks it.
@@ -25,7 +26,7 @@ type Check struct {
 // Report is the outcome of Reconcile.
 type Report struct {
 	Accounts, Transfers, Entries int64
-	ByStatus                     map[string]int64
+	ByStatus                     map[transfer.Status]int64
 	Checks                       []Check
 	// StalePending are transfers pending for more than PendingBound: not a broken invariant (no
 	// money moved), but a sign that the recovery Schedule is not running, or that a run has been
@@ -61,8 +62,8 @@ func Reconcile(ctx context.Context, q database.Querier, ttl time.Duration) (Repo
 		return r, err
 	}
 	rows, _ := q.Query(ctx, `SELECT status, count(*) FROM transfers GROUP BY status`)
-	r.ByStatus = map[string]int64{}
-	var status string
+	r.ByStatus = map[transfer.Status]int64{}
+	var status transfer.Status
 	var n int64
 	if _, err := pgx.ForEachRow(rows, []any{&status, &n}, func() error { r.ByStatus[status] = n; return nil }); err != nil {
 		return r, err
@@ -201,7 +202,7 @@ func scopeViolations(workflowID string, ids, statuses []string, created []time.T
 		if !uses[id] {
 			found = append(found, fmt.Sprintf("transfer %s under %s is none of the scope's %d uses", id, workflowID, len(ids)))
 		}
-		if statuses[i] != StatusCompleted {
+		if statuses[i] != string(transfer.Completed) {
 			continue
 		}
 		if lastMoved != nil && created[i].Before(lastMoved.Add(ttl)) {
@@ -277,9 +278,9 @@ func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 		var ok bool
 		switch code {
 		case 201: // created: the account, or the completed transfer
-			ok = answer.ID == resource && (state == "open" || state == StatusCompleted && answer.Status == StatusCompleted)
+			ok = answer.ID == resource && (state == "open" || state == string(transfer.Completed) && answer.Status == state)
 		case 422: // insufficient funds: the rejected transfer
-			ok = state == StatusRejected && answer.TransferID == resource && strings.HasSuffix(answer.Type, "/insufficient-funds")
+			ok = state == string(transfer.Rejected) && answer.TransferID == resource && strings.HasSuffix(answer.Type, "/insufficient-funds")
 		}
 		if !ok {
 			found = append(found, fmt.Sprintf("%s answers %d %s, but %s is %s", scope, code, body, resource, state))
@@ -292,8 +293,8 @@ func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 // Print writes the report for a person to read.
 func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "Ledger: %d accounts, %d transfers (%d completed, %d rejected, %d failed, %d pending), %d entries\n",
-		r.Accounts, r.Transfers, r.ByStatus[StatusCompleted], r.ByStatus[StatusRejected], r.ByStatus[StatusFailed],
-		r.ByStatus[StatusPending], r.Entries)
+		r.Accounts, r.Transfers, r.ByStatus[transfer.Completed], r.ByStatus[transfer.Rejected], r.ByStatus[transfer.Failed],
+		r.ByStatus[transfer.Pending], r.Entries)
 	broken := 0
 	for _, c := range r.Checks {
 		if len(c.Violations) == 0 {

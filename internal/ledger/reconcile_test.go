@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/payments/payments/api"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
 )
@@ -43,7 +44,7 @@ func TestReconcileFindsEachBrokenInvariant(t *testing.T) {
 	ctx := context.Background()
 	a, b := account(t, "USD", 1_000), account(t, "USD", 0)
 	p := posting(a, b, 300)
-	if _, _, err := l.Post(ctx, p); err != nil {
+	if _, _, err := l.Post(ctx, p, api.TransferAnswer); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -108,14 +109,14 @@ func TestReconcileTellsAKeysSecondUseFromADoublePosting(t *testing.T) {
 	second := first
 	second.TransferID = first.Scope.TransferID(1)
 	// The first use two days ago, the second now: a day's TTL lies between them.
-	if _, _, err := l.Post(ctx, first); err != nil {
+	if _, _, err := l.Post(ctx, first, api.TransferAnswer); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.DB.Exec(ctx, `UPDATE transfers SET created_at = created_at - interval '2 days',
 		completed_at = completed_at - interval '2 days' WHERE id = $1`, first.TransferID); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := l.Post(ctx, second); err != nil {
+	if _, _, err := l.Post(ctx, second, api.TransferAnswer); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := l.DB.Begin(ctx)

@@ -1,0 +1,104 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/transfer"
+)
+
+// Posting is what PostTransfer posts: the transfer, and the idempotency scope whose answer is
+// stored with it. It is derived from the request alone, so that a re-run or a UI Reset with
+// the same posting posts the same transfer.
+type Posting struct {
+	TransferID  string
+	WorkflowID  string
+	From        string
+	To          string
+	AmountMinor int64
+	Currency    string
+	Description string
+	OwnerID     string // with Route and Key: the idempotency scope whose answer is stored
+	Route       string
+	Key         string
+	ReplayFor   Duration // how long the stored answer is replayed
+}
+
+// Scope is the idempotency scope the transfer was requested in.
+func (p Posting) Scope() idempotency.Scope {
+	return idempotency.Scope{OwnerID: p.OwnerID, Route: p.Route, Key: p.Key}
+}
+
+// Ledger is the ledger's posting of p by run (empty when no workflow run posts it).
+func (p Posting) Ledger(run string) ledger.Posting {
+	return ledger.Posting{
+		TransferID: p.TransferID, WorkflowID: p.WorkflowID,
+		From: p.From, To: p.To, AmountMinor: p.AmountMinor, Currency: p.Currency,
+		Description: p.Description, Scope: p.Scope(), ReplayFor: time.Duration(p.ReplayFor), RunID: run,
+	}
+}
+
+// Posted is what a posting ended with: the transfer's status and, once it is final, the answer
+// stored for it, which the API sends as it is.
+type Posted struct {
+	Status   transfer.Status
+	Response idempotency.Response
+}
+
+// PostedHook hears of each posting that commits in this process, the moment it commits.
+// transfers.Listener is one: under `payments serve` the API answers from it instead of a
+// Temporal round trip later.
+type PostedHook interface {
+	Posted(transferID string, p Posted)
+}
+
+// Error types no retry can fix; the workflow fails at once. InvalidPosting: the accounts cannot
+// take the transfer. Fenced: this run already gave up on the transfer (ledger.ErrFenced).
+const (
+	ErrTypeInvalidPosting = "InvalidPosting"
+	ErrTypeFenced         = "Fenced"
+)
+
+// PostTransfer posts the transfer and stores its answer, once, however often it is called.
+func (a *Activities) PostTransfer(ctx context.Context, p Posting) (Posted, error) {
+	t, resp, err := a.Ledger.Post(ctx, p.Ledger(activity.GetInfo(ctx).WorkflowExecution.RunID), a.Answer)
+	switch {
+	case errors.Is(err, ledger.ErrFenced):
+		return Posted{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeFenced, err)
+	case errors.Is(err, ledger.ErrInvalidPosting):
+		return Posted{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidPosting, err)
+	case err != nil:
+		activity.GetLogger(ctx).Warn("posting failed; retrying", "transfer_id", p.TransferID, "workflow_id", p.WorkflowID, "err", err)
+		return Posted{}, err
+	}
+	// The same keys as the API's request log, so one transfer can be followed across processes.
+	activity.GetLogger(ctx).Info("transfer posted", "transfer_id", p.TransferID, "workflow_id", p.WorkflowID, "status", t.Status)
+	out := Posted{Status: t.Status, Response: resp}
+	if a.OnPosted != nil {
+		a.OnPosted.Posted(p.TransferID, out)
+	}
+	return out, nil
+}
+
+// MarkTransferFailed records that the workflow run gave up on the transfer, so that reading it
+// shows reason, and returns what the ledger holds: "failed" with no answer, or, if the posting
+// committed after all (its deadline expired during the commit), the transfer's final outcome
+// and its stored answer. It never undoes a completed or rejected transfer.
+func (a *Activities) MarkTransferFailed(ctx context.Context, transferID, reason string) (Posted, error) {
+	t, err := a.Ledger.MarkFailed(ctx, transferID, activity.GetInfo(ctx).WorkflowExecution.RunID, reason)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return Posted{Status: transfer.Failed}, nil
+	}
+	if err != nil || !t.Status.Final() {
+		return Posted{Status: t.Status}, err
+	}
+	scope, _ := idempotency.ScopeOf(t.WorkflowID)
+	resp, err := ledger.StoredAnswer(ctx, a.Ledger.DB, scope, t, a.Answer)
+	return Posted{Status: t.Status, Response: resp}, err
+}

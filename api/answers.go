@@ -1,0 +1,39 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/problem"
+	"github.com/payments/payments/internal/transfer"
+)
+
+// TransferAnswer is the answer to a transfer in a final state, as POST /v1/transfers gives it:
+// 201 with the transfer, or 422 insufficient-funds naming it. The ledger stores it in the
+// posting's transaction (ledger.Answer), and it is replayed byte for byte.
+func TransferAnswer(t ledger.Transfer) idempotency.Response {
+	if t.Status == transfer.Rejected {
+		p := problem.New(http.StatusUnprocessableEntity, "insufficient-funds",
+			fmt.Sprintf("account %s cannot cover %d %s", t.FromAccountID, t.AmountMinor, t.Currency))
+		p.TransferID = t.ID
+		return idempotency.Response{Status: p.Status, ContentType: problem.ContentType, Body: p.Body()}
+	}
+	return transferResponse(http.StatusCreated, t)
+}
+
+// pendingAnswer is the 202 for a transfer still running after PAYMENTS_SYNC_WAIT. It is not
+// stored: the final answer replaces it.
+func pendingAnswer(t ledger.Transfer) idempotency.Response {
+	return transferResponse(http.StatusAccepted, t)
+}
+
+func transferResponse(status int, t ledger.Transfer) idempotency.Response {
+	body, err := json.Marshal(t)
+	if err != nil {
+		panic(err) // strings, integers and times: cannot fail
+	}
+	return idempotency.Response{Status: status, ContentType: "application/json", Location: "/v1/transfers/" + t.ID, Body: body}
+}

@@ -1,0 +1,67 @@
+// Package app assembles the payment processor from its parts, in one place for the payments
+// command and the tests alike: the ledger, the transfers service, the worker with its
+// activities, and the HTTP API, wired to one database and one Temporal client.
+package app
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/payments/payments/activities"
+	"github.com/payments/payments/api"
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/transfers"
+	"github.com/payments/payments/worker"
+)
+
+// Settings are the knobs of the configuration that shape the parts (README, "Configuration").
+type Settings struct {
+	SyncWait time.Duration // PAYMENTS_SYNC_WAIT
+	TTL      time.Duration // PAYMENTS_IDEMPOTENCY_TTL
+	RetryFor time.Duration // PAYMENTS_TRANSFER_RETRY_FOR
+}
+
+// App is the system's parts on one database and one Temporal client.
+type App struct {
+	Ledger    *ledger.Ledger
+	Temporal  client.Client
+	Transfers *transfers.Service
+	settings  Settings
+	log       *slog.Logger
+	listener  *transfers.Listener
+}
+
+// New assembles the parts on db and c. listener, when not nil, is shared by a worker and an API
+// running in this process on c (`payments serve`): the API then starts workflows eagerly on
+// that worker and answers as soon as their posting commits here. Pass nil otherwise.
+func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listener *transfers.Listener) *App {
+	l := &ledger.Ledger{DB: db}
+	return &App{
+		Ledger: l, Temporal: c, settings: s, log: log, listener: listener,
+		Transfers: &transfers.Service{
+			Ledger: l, Temporal: c, Answer: api.TransferAnswer,
+			SyncWait: s.SyncWait, TTL: s.TTL, RetryFor: s.RetryFor,
+			Eager: listener != nil, Listener: listener,
+		},
+	}
+}
+
+// Worker returns a worker for the task queue with every workflow and activity registered; the
+// caller starts and stops it.
+func (a *App) Worker() sdkworker.Worker {
+	acts := &activities.Activities{Ledger: a.Ledger, Answer: api.TransferAnswer, Stale: a.Transfers}
+	if a.listener != nil {
+		acts.OnPosted = a.listener
+	}
+	return worker.New(a.Temporal, acts)
+}
+
+// Server returns the HTTP API.
+func (a *App) Server() *api.Server {
+	return &api.Server{DB: a.Ledger.DB, Ledger: a.Ledger, Transfers: a.Transfers, Temporal: a.Temporal,
+		TTL: a.settings.TTL, Log: a.log}
+}

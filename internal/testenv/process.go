@@ -1,0 +1,82 @@
+package testenv
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/payments/payments/internal/devserver"
+)
+
+// FreeAddr is a local host:port nothing listens on now.
+func FreeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// BuildPayments builds the payments command into a temporary directory, for tests that run it
+// as a process they can kill.
+func BuildPayments(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "payments")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/payments")
+	cmd.Dir = RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// Process starts bin with args and the Env's database and Temporal (or temporalAddr when not
+// empty) in its environment. It is killed when t ends, or when this process dies (see
+// devserver.StartChild), and its stderr shown if t failed. The caller may kill it, but must not
+// Wait for it.
+func (e *Env) Process(t testing.TB, bin, temporalAddr string, args []string, env ...string) *exec.Cmd {
+	t.Helper()
+	if temporalAddr == "" {
+		temporalAddr = e.Dev.FrontendHostPort()
+	}
+	cmd := exec.Command(bin, args...)
+	// A small pool: test packages run in parallel, each with several processes, against one
+	// PostgreSQL with max_connections 100 by default. env may set DATABASE_URL again; the last
+	// one wins.
+	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+e.URL+"&pool_max_conns=4", "TEMPORAL_ADDRESS="+temporalAddr), env...)
+	logs := &lockedBuffer{}
+	cmd.Stderr = logs
+	child, err := devserver.StartChild(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = child.Kill()
+		if t.Failed() {
+			t.Logf("%s %v log:\n%s", filepath.Base(bin), args, logs.String())
+		}
+	})
+	return cmd
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,21 @@
+// Package workflows holds the workflows: deterministic orchestration only, no I/O. One file per
+// capability, each with what its workflow takes and returns: transfer.go (a transfer, posted
+// once), cleanup.go and recover.go (the recurring Schedules that keep the idempotency records
+// and the pending transfers in bounds).
+package workflows
+
+import "go.temporal.io/api/enums/v1"
+
+// TaskQueue is the queue the workflows and their activities run on.
+const TaskQueue = "payments-transfers"
+
+// SearchAttributeTypes are the custom search attributes the workflows carry, which the
+// namespace must have registered: `make run` registers them on the dev server, and a worker
+// refuses to start without them.
+var SearchAttributeTypes = map[string]enums.IndexedValueType{
+	TransferStatus.GetName(): enums.INDEXED_VALUE_TYPE_KEYWORD,
+	FromAccount.GetName():    enums.INDEXED_VALUE_TYPE_KEYWORD,
+	ToAccount.GetName():      enums.INDEXED_VALUE_TYPE_KEYWORD,
+	Currency.GetName():       enums.INDEXED_VALUE_TYPE_KEYWORD,
+	AmountMinor.GetName():    enums.INDEXED_VALUE_TYPE_INT,
+}
