@@ -1,6 +1,6 @@
 package api_test
 
-// The edges a hostile reviewer tried: ambiguous bodies, values the database cannot store, money
+// The edges an attacker or a careless client tries: ambiguous bodies, values the database cannot store, money
 // from the funding accounts, answers that leak, keys with Unicode spaces, slow clients, panics.
 // Each test checks the ledger as well as the answer.
 

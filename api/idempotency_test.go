@@ -1,6 +1,6 @@
 package api_test
 
-// One test per row of the Idempotency-Key contract (spec §3), end to end through HTTP, each
+// One test per row of the Idempotency-Key contract (docs/contract.md §3), end to end through HTTP, each
 // checking the ledger as well as the answer.
 
 import (

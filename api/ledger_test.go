@@ -1,6 +1,6 @@
 package api_test
 
-// The ledger under concurrent load, end to end through HTTP (issue: a ledger that balances
+// The ledger under concurrent load, end to end through HTTP (a ledger that balances
 // under any interleaving). Each test ends with every invariant reconciled.
 
 import (

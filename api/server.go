@@ -22,7 +22,7 @@ import (
 	"github.com/payments/payments/transfers"
 )
 
-// MaxBodyBytes bounds a request body (64 KiB, spec §2).
+// MaxBodyBytes bounds a request body (64 KiB, docs/contract.md §2).
 const MaxBodyBytes = 64 << 10
 
 // Server holds the API's dependencies.

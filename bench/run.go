@@ -41,7 +41,7 @@ type Results struct {
 	PeakRSSMiB    map[string]float64 `json:"peak_rss_mib,omitempty"`
 }
 
-// Check is one target of the issue that asked for this benchmark, met or not.
+// Check is one target this benchmark holds the system to, met or not.
 type Check struct {
 	Name  string  `json:"name"`
 	Ratio float64 `json:"ratio"`

@@ -155,7 +155,7 @@ func depositError(err error, account, key string) error {
 	return fmt.Errorf("deposit: %w", err)
 }
 
-// runReconcile checks the ledger invariants (spec §4) and prints a report. The idempotency TTL
+// runReconcile checks the ledger invariants (docs/contract.md §4, docs/ledger.md) and prints a report. The idempotency TTL
 // in the environment tells a key's legitimate second use from a scope that moved money twice.
 func runReconcile(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parse(newFlags("reconcile"), args); err != nil {

@@ -56,7 +56,7 @@ func (r *recordRow) record() Record {
 
 // Claim writes the record of scope s before its operation starts. When the scope already has a
 // record it returns that one and created=false; a record of another request yields ErrReused.
-// An expired record still counts until the cleanup deletes it (spec §3: "at least" the TTL).
+// An expired record still counts until the cleanup deletes it (docs/contract.md §3: "at least" the TTL).
 func Claim(ctx context.Context, db database.Querier, s Scope, fingerprint []byte, resourceID string) (rec Record, created bool, err error) {
 	var row recordRow
 	err = db.QueryRow(ctx, `

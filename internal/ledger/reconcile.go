@@ -51,7 +51,7 @@ func (r Report) OK() bool {
 
 const maxViolations = 20
 
-// Reconcile checks every ledger invariant of spec §4 against the database. ttl is the shortest
+// Reconcile checks every ledger invariant (docs/contract.md §4, and 5a, 5b of docs/ledger.md) against the database. ttl is the shortest
 // PAYMENTS_IDEMPOTENCY_TTL the ledger was written with: a key's second use that moved money
 // sooner than that after the first is a scope that moved money twice.
 func Reconcile(ctx context.Context, q database.Querier, ttl time.Duration) (Report, error) {

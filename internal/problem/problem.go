@@ -17,7 +17,7 @@ type FieldError struct {
 }
 
 // Problem is an error as the API writes it. Type ends in /problems/<slug>; Status equals the
-// HTTP status. TransferID and WorkflowID are set where the spec asks for them.
+// HTTP status. TransferID and WorkflowID are set where the contract (docs/contract.md) asks for them.
 type Problem struct {
 	Type       string       `json:"type"`
 	Title      string       `json:"title"`

@@ -3,8 +3,10 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"sync"
 	"testing"
@@ -101,4 +103,78 @@ func Run(m *testing.M, e *Env) int {
 	}
 	e.Close()
 	return code
+}
+
+// Sent is a transfer a test sends, and the outcome its design guarantees whatever the order the
+// postings run in: completed, or (Rejected) rejected for insufficient funds.
+type Sent struct {
+	WorkflowID string
+	From, To   string
+	Amount     int64
+	Rejected   bool
+}
+
+// HeldToAnswers checks each transfer's final answer against its design and the ledger: the
+// answer is the one the design guarantees (201, or 422 insufficient-funds), and the ledger holds
+// exactly one transfer under its workflow ID, the one the answer names, from, to and of the
+// amount sent, with its two entries if it completed and none if it was rejected. It returns
+// what each account's balance moved by, from the completed ones, and how many completed.
+func (e *Env) HeldToAnswers(t testing.TB, sent []Sent, finals []Response) (moved map[string]int64, completed int) {
+	t.Helper()
+	type row struct {
+		ID, Status, From, To string
+		Amount, Entries      int64
+		FromMoved, ToMoved   int64
+	}
+	ids := make([]string, len(sent))
+	for i, s := range sent {
+		ids[i] = s.WorkflowID
+	}
+	rows, err := e.DB.Query(context.Background(), `
+		SELECT t.workflow_id, t.id, t.status, t.from_account_id, t.to_account_id, t.amount_minor, count(e.id),
+			coalesce(sum(e.amount_minor) FILTER (WHERE e.account_id = t.from_account_id), 0),
+			coalesce(sum(e.amount_minor) FILTER (WHERE e.account_id = t.to_account_id), 0)
+		FROM transfers t LEFT JOIN entries e ON e.transfer_id = t.id
+		WHERE t.workflow_id = ANY($1) GROUP BY t.id`, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string][]row{}
+	var wf string
+	var r row
+	if _, err := pgx.ForEachRow(rows, []any{&wf, &r.ID, &r.Status, &r.From, &r.To, &r.Amount, &r.Entries, &r.FromMoved, &r.ToMoved}, func() error {
+		held[wf] = append(held[wf], r)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	moved = map[string]int64{}
+	for i, s := range sent {
+		final := finals[i]
+		if len(held[s.WorkflowID]) != 1 {
+			t.Errorf("%s: %d transfers under the workflow ID, want 1: %+v", s.WorkflowID, len(held[s.WorkflowID]), held[s.WorkflowID])
+			continue
+		}
+		r := held[s.WorkflowID][0]
+		var body map[string]any
+		_ = json.Unmarshal(final.Body, &body)
+		wantStatus, state, entries, amount, named := http.StatusCreated, "completed", int64(2), s.Amount, body["id"]
+		if s.Rejected {
+			wantStatus, state, entries, amount, named = http.StatusUnprocessableEntity, "rejected", 0, 0, body["transfer_id"]
+		}
+		if final.Status != wantStatus {
+			t.Errorf("%s: answered %d, but its design guarantees %d: %s", s.WorkflowID, final.Status, wantStatus, final.Body)
+		}
+		if named != r.ID || r.Status != state || r.Entries != entries || r.FromMoved != -amount || r.ToMoved != amount ||
+			r.From != s.From || r.To != s.To || r.Amount != s.Amount {
+			t.Errorf("%s: the ledger holds %+v, want transfer %v %s with %d entries moving %d: answered %d %s",
+				s.WorkflowID, r, named, state, entries, amount, final.Status, final.Body)
+		}
+		if r.Status == "completed" {
+			completed++
+			moved[s.From] -= s.Amount
+			moved[s.To] += s.Amount
+		}
+	}
+	return moved, completed
 }
