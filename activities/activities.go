@@ -3,16 +3,31 @@
 // transfer), cleanup.go (the idempotency cleanup and the recovery of pending transfers).
 package activities
 
-import "github.com/payments/payments/internal/ledger"
+import (
+	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
+)
 
 // Activities holds the dependencies of the activities.
 type Activities struct {
 	Ledger *ledger.Ledger
-	// Answer makes the answer stored with a final transfer (api.TransferAnswer).
-	Answer ledger.Answer
-	// OnPosted hears of each posting that commits here; nil when nothing in this process waits
-	// for one.
-	OnPosted PostedHook
+	// Answer makes the answer stored with a final transfer (api.TransferAnswer), PayoutAnswer
+	// the first answer of a payout (api.PayoutAnswer).
+	Answer       ledger.Answer
+	PayoutAnswer ledger.PayoutAnswer
+	// Bank is the bank payouts are sent through.
+	Bank bank.Rail
+	// OnAnswer hears of each answer that commits here (a transfer posted, a payout's funds
+	// held); nil when nothing in this process waits for one.
+	OnAnswer AnswerHook
 	// Stale resolves transfers left pending (transfers.Service.ResolveStale).
 	Stale StaleResolver
+}
+
+// AnswerHook hears of each operation's answer the moment it commits in this process.
+// runs.Listener is one: under `payments serve` the API answers from it, instead of a round trip
+// through Temporal or PostgreSQL later.
+type AnswerHook interface {
+	Answered(id string, r idempotency.Response)
 }

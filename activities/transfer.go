@@ -51,13 +51,6 @@ type Posted struct {
 	Response idempotency.Response
 }
 
-// PostedHook hears of each posting that commits in this process, the moment it commits.
-// transfers.Listener is one: under `payments serve` the API answers from it instead of a
-// Temporal round trip later.
-type PostedHook interface {
-	Posted(transferID string, p Posted)
-}
-
 // Error types no retry can fix; the workflow fails at once. InvalidPosting: the accounts cannot
 // take the transfer. Fenced: this run already gave up on the transfer (ledger.ErrFenced).
 const (
@@ -80,8 +73,8 @@ func (a *Activities) PostTransfer(ctx context.Context, p Posting) (Posted, error
 	// The same keys as the API's request log, so one transfer can be followed across processes.
 	activity.GetLogger(ctx).Info("transfer posted", "transfer_id", p.TransferID, "workflow_id", p.WorkflowID, "status", t.Status)
 	out := Posted{Status: t.Status, Response: resp}
-	if a.OnPosted != nil {
-		a.OnPosted.Posted(p.TransferID, out)
+	if a.OnAnswer != nil {
+		a.OnAnswer.Answered(p.TransferID, resp)
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/payout"
 	"github.com/payments/payments/internal/problem"
 	"github.com/payments/payments/internal/transfer"
 )
@@ -36,4 +37,26 @@ func transferResponse(status int, t ledger.Transfer) idempotency.Response {
 		panic(err) // strings, integers and times: cannot fail
 	}
 	return idempotency.Response{Status: status, ContentType: "application/json", Location: "/v1/transfers/" + t.ID, Body: body}
+}
+
+// PayoutAnswer is the first answer to a payout, as POST /v1/payouts gives it: 201 with the
+// payout processing (its money held), or 422 insufficient-funds naming it. The ledger stores it
+// in the transaction that holds the money (ledger.PayoutAnswer), and it is replayed byte for
+// byte.
+func PayoutAnswer(po ledger.Payout) idempotency.Response {
+	if po.Status == payout.Failed && po.FailureReason != nil && *po.FailureReason == ledger.ReasonInsufficientFunds {
+		p := problem.New(http.StatusUnprocessableEntity, "insufficient-funds",
+			fmt.Sprintf("account %s does not have %d %s available", po.AccountID, po.AmountMinor, po.Currency))
+		p.PayoutID = po.ID
+		return idempotency.Response{Status: p.Status, ContentType: problem.ContentType, Body: p.Body()}
+	}
+	return payoutResponse(http.StatusCreated, po)
+}
+
+func payoutResponse(status int, po ledger.Payout) idempotency.Response {
+	body, err := json.Marshal(po)
+	if err != nil {
+		panic(err) // strings, integers and times: cannot fail
+	}
+	return idempotency.Response{Status: status, ContentType: "application/json", Location: "/v1/payouts/" + po.ID, Body: body}
 }

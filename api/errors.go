@@ -11,6 +11,7 @@ import (
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/outage"
 	"github.com/payments/payments/internal/problem"
+	"github.com/payments/payments/internal/runs"
 	"github.com/payments/payments/transfers"
 )
 
@@ -22,7 +23,7 @@ func problemFor(err error) *problem.Problem {
 	var (
 		p      *problem.Problem
 		he     *echo.HTTPError
-		inUse  *transfers.InUseError
+		inUse  *runs.InUseError
 		failed *transfers.FailedError
 	)
 	switch {
@@ -39,7 +40,8 @@ func problemFor(err error) *problem.Problem {
 			p.Detail = "an earlier operation under this Idempotency-Key is still running; retry later"
 		}
 		p.RetryAfter = 1
-		p.TransferID, p.WorkflowID = inUse.TransferID, inUse.WorkflowID
+		p.WorkflowID = inUse.WorkflowID
+		p.SetResource(inUse.ID)
 		return p
 	case errors.As(err, &failed):
 		p = problem.New(http.StatusInternalServerError, "transfer-failed",

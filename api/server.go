@@ -19,6 +19,8 @@ import (
 	payments "github.com/payments/payments"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/problem"
+	"github.com/payments/payments/payins"
+	"github.com/payments/payments/payouts"
 	"github.com/payments/payments/transfers"
 )
 
@@ -27,12 +29,15 @@ const MaxBodyBytes = 64 << 10
 
 // Server holds the API's dependencies.
 type Server struct {
-	DB        *pgxpool.Pool
-	Ledger    *ledger.Ledger
-	Transfers *transfers.Service
-	Temporal  client.Client
-	TTL       time.Duration // how long stored responses are replayed
-	Log       *slog.Logger
+	DB         *pgxpool.Pool
+	Ledger     *ledger.Ledger
+	Transfers  *transfers.Service
+	Payouts    *payouts.Service
+	Payins     *payins.Service
+	Temporal   client.Client
+	BankSecret []byte        // verifies the bank's callbacks (PAYMENTS_BANK_SECRET)
+	TTL        time.Duration // how long stored responses are replayed
+	Log        *slog.Logger
 }
 
 // NewHTTPServer returns the HTTP server for handler on addr, with the timeouts that keep slow or
@@ -63,6 +68,9 @@ func (s *Server) Handler() *echo.Echo {
 	e.GET("/metrics", echo.WrapHandler(promhttp.Handler()))
 	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", payments.OpenAPI) })
 
+	// The bank signs its callbacks; it has no API key.
+	e.POST("/v1/bank/events", s.bankEvent, detach, limitBody)
+
 	v1 := e.Group("/v1", detach, s.authenticate, limitBody)
 	v1.POST("/accounts", s.createAccount)
 	v1.GET("/accounts", s.listAccounts)
@@ -70,6 +78,8 @@ func (s *Server) Handler() *echo.Echo {
 	v1.GET("/accounts/:id/entries", s.listEntries)
 	v1.POST("/transfers", s.createTransfer)
 	v1.GET("/transfers/:id", s.getTransfer)
+	v1.POST("/payouts", s.createPayout)
+	v1.GET("/payouts/:id", s.getPayout)
 	return e
 }
 

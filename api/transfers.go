@@ -44,6 +44,21 @@ func countConflict(c echo.Context, p *problem.Problem) {
 	}
 }
 
+// replayed answers a duplicate of a finished request from its stored answer (one read), and
+// refuses a key first used with another request; done is true when it answered.
+func (s *Server) replayed(c echo.Context, scope idempotency.Scope, fingerprint []byte) (done bool, err error) {
+	rec, found, err := idempotency.Lookup(c.Request().Context(), s.DB, scope)
+	switch {
+	case err != nil:
+		return false, err
+	case found && !bytes.Equal(rec.Fingerprint, fingerprint):
+		return false, idempotency.ErrReused
+	case found && rec.Response != nil:
+		return true, respond(c, *rec.Response, true)
+	}
+	return false, nil
+}
+
 // idempotencyScope reads the Idempotency-Key of a POST under route.
 func idempotencyScope(c echo.Context, route string) (idempotency.Scope, error) {
 	key, err := idempotency.ParseKey(c.Request().Header.Values(idempotency.Header))
@@ -67,13 +82,8 @@ func (s *Server) createTransfer(c echo.Context) error {
 		return err
 	}
 
-	// A duplicate of a finished transfer is answered from its stored response: one read.
-	if rec, found, err := idempotency.Lookup(ctx, s.DB, scope); err != nil {
+	if done, err := s.replayed(c, scope, fp); done || err != nil {
 		return err
-	} else if found && !bytes.Equal(rec.Fingerprint, fp) {
-		return idempotency.ErrReused
-	} else if found && rec.Response != nil {
-		return respond(c, *rec.Response, true)
 	}
 
 	// Funding accounts are the ledger's own: no customer's transfer takes money from or gives

@@ -68,7 +68,7 @@ func (s *Service) rerun(ctx context.Context, workflowID string) Rerun {
 		r.Outcome, r.Detail = "skipped", "its latest run is "+st.String()
 		return r
 	}
-	run, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(in), workflows.Transfer, in)
+	run, err := s.Temporal.ExecuteWorkflow(ctx, s.operation(in).StartOptions(), workflows.Transfer, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
 		r.Outcome, r.Detail = "skipped", "another run completed it meanwhile"

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/payments/payments/activities"
@@ -21,6 +20,7 @@ import (
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
 	"github.com/payments/payments/internal/outage"
+	"github.com/payments/payments/internal/runs"
 	"github.com/payments/payments/internal/transfer"
 	"github.com/payments/payments/workflows"
 )
@@ -37,7 +37,7 @@ type Service struct {
 	// transfer then costs no task dispatch through the server before its posting.
 	Eager bool
 	// Listener, shared with the worker in this process, answers as soon as the posting commits.
-	Listener *Listener
+	Listener *runs.Listener
 }
 
 // Request is a transfer whose accounts and currency the caller has already checked.
@@ -50,6 +50,9 @@ type Request struct {
 	Description string
 }
 
+// InUseError is runs.InUseError: the key's operation (or an earlier use's run) is still going.
+type InUseError = runs.InUseError
+
 // Answer is how a submission ended, for the edge to answer: the transfer's final answer as
 // stored (Response), or, when it is still running after the wait, the transfer (Pending).
 // Replayed is true when an earlier request with the same key started the operation it reports.
@@ -58,21 +61,6 @@ type Answer struct {
 	Pending    *ledger.Transfer
 	Replayed   bool
 	TransferID string // empty when the request was refused before the claim
-}
-
-// InUseError is a request whose key's operation is still running after the wait: the first
-// request with the same key (or, when EarlierUse is set, an operation of an earlier use of the
-// key, whose run is still open). Nothing was done for this request; it may be sent again.
-type InUseError struct {
-	TransferID, WorkflowID string
-	EarlierUse             bool
-}
-
-func (e *InUseError) Error() string {
-	if e.EarlierUse {
-		return "workflow " + e.WorkflowID + " is still running an earlier use of the key"
-	}
-	return "transfer " + e.TransferID + " is still being processed"
 }
 
 // FailedError is a transfer whose workflow run failed, timed out or was terminated, and which
@@ -109,7 +97,7 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 		return answer, nil
 	}
 
-	var posted <-chan activities.Posted
+	var posted <-chan idempotency.Response
 	if s.Listener != nil { // before the start: an eager start may post before ExecuteWorkflow returns
 		var stop func()
 		posted, stop = s.Listener.Listen(in.TransferID)
@@ -137,7 +125,7 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 func (s *Service) afterWait(ctx context.Context, in workflows.TransferInput, run client.WorkflowRun, answer Answer, created bool, err error) (Answer, error) {
 	var t ledger.Transfer
 	switch {
-	case isWorkflowFailure(err):
+	case runs.Ended(err):
 		// The run failed, timed out or was terminated. Its posting may have committed all the
 		// same (a retry deadline that expired during the commit) or may still be under way (a
 		// run terminated while its posting waited on a lock). Marking the transfer failed by
@@ -148,14 +136,14 @@ func (s *Service) afterWait(ctx context.Context, in workflows.TransferInput, run
 			return answer, database.Outage(err)
 		}
 		return s.settled(ctx, in, t, answer, &FailedError{TransferID: in.TransferID, WorkflowID: in.WorkflowID})
-	case timedOut(err) && ctx.Err() == nil:
+	case runs.TimedOut(err) && ctx.Err() == nil:
 		if t, err = s.Ledger.Transfer(ctx, "", in.TransferID); err != nil {
 			return answer, database.Outage(err)
 		}
 		if created { // the first request: 202, the transfer still running
 			return s.settled(ctx, in, t, answer, nil)
 		}
-		return s.settled(ctx, in, t, answer, &InUseError{TransferID: in.TransferID, WorkflowID: in.WorkflowID})
+		return s.settled(ctx, in, t, answer, &InUseError{ID: in.TransferID, WorkflowID: in.WorkflowID})
 	default:
 		return answer, outage.Of("Temporal", fmt.Errorf("waiting for the workflow's result: %w", err))
 	}
@@ -174,13 +162,6 @@ func (s *Service) settled(ctx context.Context, in workflows.TransferInput, t led
 	resp, err := ledger.StoredAnswer(ctx, s.Ledger.DB, in.Scope(), t, s.Answer)
 	answer.Response = resp
 	return answer, database.Outage(err)
-}
-
-// timedOut reports whether err ended a wait at its deadline; the server may report the
-// deadline a moment before the wait's own context expires.
-func timedOut(err error) bool {
-	var deadline *serviceerror.DeadlineExceeded
-	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline)
 }
 
 func (s *Service) input(r Request, transferID string) workflows.TransferInput {

@@ -6,7 +6,6 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/workflows"
 )
@@ -25,7 +24,7 @@ const localGrace = time.Second
 // because the posting answered: it ends by itself, moments later when the workflow closes (or
 // at the deadline). Cancelling it while the server reads the closed history is what wedges the
 // dev server's single SQLite connection ("interrupted (9)", docs/adr/0004-result-polls.md).
-func wait(ctx context.Context, syncWait time.Duration, run client.WorkflowRun, posted <-chan activities.Posted, grace time.Duration) (idempotency.Response, error) {
+func wait(ctx context.Context, syncWait time.Duration, run client.WorkflowRun, posted <-chan idempotency.Response, grace time.Duration) (idempotency.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, syncWait)
 	defer cancel()
 	if ctx.Err() != nil || posted == nil { // a caller already gone, or no worker in this process
@@ -37,16 +36,16 @@ func wait(ctx context.Context, syncWait time.Duration, run client.WorkflowRun, p
 		timer := time.NewTimer(grace)
 		defer timer.Stop()
 		select {
-		case p := <-posted:
-			return p.Response, nil
+		case r := <-posted:
+			return r, nil
 		case <-ctx.Done():
 			return idempotency.Response{}, ctx.Err()
 		case <-timer.C:
 		}
 	}
 	select {
-	case p := <-posted:
-		return p.Response, nil
+	case r := <-posted:
+		return r, nil
 	case r := <-poll(ctx, run):
 		return r.out.Response, r.err
 	case <-ctx.Done(): // the poll has the same deadline; this is the caller going away

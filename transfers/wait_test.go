@@ -7,9 +7,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/idempotency"
-	"github.com/payments/payments/internal/transfer"
 )
 
 // pollingRun is a workflow run whose result poll blocks until the workflow closes (close) or
@@ -35,8 +33,8 @@ func (r *pollingRun) Get(ctx context.Context, _ any) error {
 // A posting that answers within localGrace is the answer, and no result poll is made.
 func TestWaitAnswersFromThePostingWithoutAPoll(t *testing.T) {
 	run := &pollingRun{polling: make(chan struct{}), close: make(chan struct{})}
-	posted := make(chan activities.Posted, 1)
-	posted <- activities.Posted{Status: transfer.Completed, Response: idempotency.Response{Status: 201}}
+	posted := make(chan idempotency.Response, 1)
+	posted <- idempotency.Response{Status: 201}
 	resp, err := wait(context.Background(), time.Minute, run, posted, localGrace)
 	if err != nil || resp.Status != 201 {
 		t.Fatalf("got %+v, %v; want the posting's answer", resp, err)
@@ -55,11 +53,11 @@ func TestWaitAnswersFromThePostingWithoutAPoll(t *testing.T) {
 // dev server's SQLite connection (docs/adr/0004-result-polls.md).
 func TestWaitLeavesTheResultPollRunning(t *testing.T) {
 	run := &pollingRun{polling: make(chan struct{}), close: make(chan struct{})}
-	posted := make(chan activities.Posted, 1)
+	posted := make(chan idempotency.Response, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-run.polling // the poll is under way...
-		posted <- activities.Posted{}
+		posted <- idempotency.Response{}
 	}()
 	if _, err := wait(ctx, time.Minute, run, posted, localGrace); err != nil {
 		t.Fatal(err)

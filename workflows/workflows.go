@@ -1,6 +1,6 @@
 // Package workflows holds the workflows: deterministic orchestration only, no I/O. One file per
 // capability, each with what its workflow takes and returns: transfer.go (a transfer, posted
-// once), cleanup.go and recover.go (the recurring Schedules that keep the idempotency records
+// once), payout.go and payin.go (money out and in through the bank), cleanup.go and recover.go (the recurring Schedules that keep the idempotency records
 // and the pending transfers in bounds).
 package workflows
 
@@ -18,4 +18,5 @@ var SearchAttributeTypes = map[string]enums.IndexedValueType{
 	ToAccount.GetName():      enums.INDEXED_VALUE_TYPE_KEYWORD,
 	Currency.GetName():       enums.INDEXED_VALUE_TYPE_KEYWORD,
 	AmountMinor.GetName():    enums.INDEXED_VALUE_TYPE_INT,
+	PayoutStatus.GetName():   enums.INDEXED_VALUE_TYPE_KEYWORD,
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -278,4 +279,50 @@ func fingerprinted[R any](req R, f fields, route string) (R, []byte, error) {
 	}
 	fp, err := idempotency.Fingerprint(route, req)
 	return req, fp, err
+}
+
+// Payout is a POST /v1/payouts body, decoded once: executed and fingerprinted.
+type Payout struct {
+	AccountID   string      `json:"account_id"`
+	AmountMinor int64       `json:"amount_minor"`
+	Currency    string      `json:"currency"`
+	Destination Destination `json:"destination"`
+	Description string      `json:"description,omitempty"`
+}
+
+// Destination is where a payout's money goes: an account number at a bank.
+type Destination struct {
+	AccountNumber string `json:"account_number"`
+	BankCode      string `json:"bank_code"`
+}
+
+// DecodePayout decodes and validates a payout request and returns its fingerprint.
+func DecodePayout(body []byte) (Payout, []byte, error) {
+	var req Payout
+	if err := decode(body, &req); err != nil {
+		return req, nil, err
+	}
+	var f fields
+	f.id("account_id", req.AccountID)
+	f.amount(req.AmountMinor)
+	f.currency(req.Currency)
+	f.pattern("destination.account_number", req.Destination.AccountNumber, accountNumber, "must be 6 to 34 digits")
+	f.pattern("destination.bank_code", req.Destination.BankCode, bankCode, "must be a BIC: 8 or 11 upper-case letters and digits")
+	f.text("description", req.Description, 140)
+	return fingerprinted(req, f, idempotency.RoutePayouts)
+}
+
+var (
+	accountNumber = regexp.MustCompile(`^[0-9]{6,34}$`)
+	bankCode      = regexp.MustCompile(`^[A-Z0-9]{8}([A-Z0-9]{3})?$`)
+)
+
+// pattern checks a required field against re.
+func (f *fields) pattern(field, value string, re *regexp.Regexp, want string) {
+	switch {
+	case value == "":
+		f.add(field, "is required")
+	case !re.MatchString(value):
+		f.add(field, "%s", want)
+	}
 }

@@ -81,12 +81,24 @@ func run(ctx context.Context) error {
 		_ = dev.Stop()
 	}()
 
-	step("Building and starting the API and the worker (payments serve on %s)", cfg.HTTPAddr)
+	step("Building bin/payments")
 	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join("bin", "payments"), "./cmd/payments")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building bin/payments: %w", err)
 	}
+	// The bank's callbacks are signed with this secret; a real deployment sets its own.
+	if os.Getenv("PAYMENTS_BANK_SECRET") == "" {
+		os.Setenv("PAYMENTS_BANK_SECRET", "dev-bank-secret")
+	}
+	step("Starting the bank simulator (%s, mild faults; state in .data/banksim.json, log in .data/banksim.log)", cfg.Bank.URL)
+	stopBank, err := startBank(cfg.Bank.URL, "http://localhost"+cfg.HTTPAddr+"/v1/bank/events")
+	if err != nil {
+		return err
+	}
+	defer stopBank()
+
+	step("Starting the API and the worker (payments serve on %s)", cfg.HTTPAddr)
 	serve := exec.Command(filepath.Join("bin", "payments"), "serve")
 	serve.Stdout, serve.Stderr = os.Stdout, os.Stderr
 	if err := serve.Start(); err != nil {
@@ -113,7 +125,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	banner(base, accounts)
+	banner(base, cfg.Bank.URL, accounts)
 
 	select {
 	case <-ctx.Done():
@@ -122,6 +134,38 @@ func run(ctx context.Context) error {
 	case err := <-done:
 		return fmt.Errorf("payments serve exited: %v", err)
 	}
+}
+
+// bankFaults are the simulator's mild, realistic defaults under make run (docs/bank.md): a bank
+// that is a little slow, now and then refuses, and sends some callbacks twice, late, or never.
+var bankFaults = []string{"--latency", "20ms", "--error-rate", "0.01", "--settle-after", "2s", "--fail-rate", "0.02",
+	"--callback-drop-rate", "0.02", "--callback-dup-rate", "0.05", "--callback-delay", "1s"}
+
+// startBank starts `payments banksim` in the background and returns how to stop it.
+func startBank(bankURL, callbackURL string) (stop func(), err error) {
+	log, err := os.OpenFile(filepath.Join(".data", "banksim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"banksim", "--state", filepath.Join(".data", "banksim.json"), "--callback-url", callbackURL}, bankFaults...)
+	bank := exec.Command(filepath.Join("bin", "payments"), args...)
+	bank.Stdout, bank.Stderr = log, log
+	if err := bank.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("starting the bank simulator: %w", err)
+	}
+	return func() {
+		step("Stopping the bank simulator")
+		_ = bank.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = bank.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = bank.Process.Kill()
+		}
+		log.Close()
+	}, nil
 }
 
 func waitReady(ctx context.Context, url string, done <-chan error) error {
@@ -179,12 +223,13 @@ func seed(ctx context.Context, db database.Querier) (map[string]string, error) {
 	return accounts, nil
 }
 
-func banner(base string, accounts map[string]string) {
+func banner(base, bankURL string, accounts map[string]string) {
 	fmt.Printf(`
 Payments is running. Ctrl-C stops everything.
 
   API          %[1]s            (contract: %[1]s/openapi.yaml)
   Temporal UI  http://localhost:8233   (workflows: http://localhost:8233/namespaces/default/workflows)
+  Bank         %[6]s   (simulator: docs/bank.md; its statement: %[6]s/payments)
 
   Demo API keys
     alice  %[2]s   account %[3]s (USD, funded with 100000 minor)
@@ -198,7 +243,15 @@ Payments is running. Ctrl-C stops everything.
       -H 'Content-Type: application/json' \
       -d '{"from_account_id":"%[3]s","to_account_id":"%[5]s","amount_minor":1250,"currency":"USD"}'
 
-`, base, demo[0].key, accounts["alice"], demo[1].key, accounts["bob"])
+  Pay 5.00 USD out of alice's account to an outside bank account (a payout, settled by the bank):
+
+    curl -i -X POST %[1]s/v1/payouts \
+      -H 'Authorization: Bearer %[2]s' \
+      -H 'Idempotency-Key: payout-1' \
+      -H 'Content-Type: application/json' \
+      -d '{"account_id":"%[3]s","amount_minor":500,"currency":"USD","destination":{"account_number":"000123456789","bank_code":"BANKUS33"}}'
+
+`, base, demo[0].key, accounts["alice"], demo[1].key, accounts["bob"], bankURL)
 }
 
 // redact shows where a database URL points without its password.

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/payments/payments/internal/auth"
+	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
@@ -147,7 +149,7 @@ func depositError(err error, account, key string) error {
 	case errors.As(err, &failed):
 		return fmt.Errorf("deposit: transfer %s failed after its retries and moved no money; %s", failed.TransferID, again)
 	case errors.As(err, &inUse):
-		return fmt.Errorf("deposit: transfer %s is still running; %s later for its answer", inUse.TransferID, again)
+		return fmt.Errorf("deposit: transfer %s is still running; %s later for its answer", inUse.ID, again)
 	}
 	if o, ok := outage.As(err); ok {
 		return fmt.Errorf("deposit: %s is unreachable (%v); nothing was done twice: %s", o.Dependency, o.Err, again)
@@ -173,7 +175,7 @@ func runReconcile(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		defer tx.Rollback(ctx)
-		report, err := ledger.Reconcile(ctx, tx, cfg.IdempotencyTTL)
+		report, err := ledger.Reconcile(ctx, tx, cfg.IdempotencyTTL, bankStatement(ctx, cfg.Bank.URL, stdout))
 		if err != nil {
 			return err
 		}
@@ -183,6 +185,18 @@ func runReconcile(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return nil
 	})
+}
+
+// bankStatement reads the bank's statement for invariant 8, or says why it could not (nil).
+func bankStatement(ctx context.Context, url string, stdout io.Writer) []bank.Payment {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	statement, err := (&bank.HTTP{BaseURL: url}).Statement(ctx)
+	if err != nil {
+		fmt.Fprintf(stdout, "reconcile: the bank at %s did not give its statement (%v)\n", url, err)
+		return nil
+	}
+	return statement
 }
 
 func withDB(ctx context.Context, f func(*ledger.Ledger) error) error {

@@ -37,6 +37,7 @@ var commands = []command{
 	{"bench", "bench [--api URL] [--clients N] [--duration D] [--json FILE]: measure what a transfer costs", runBench},
 	{"rerun", "rerun failed [--since D]: run failed, terminated or timed-out transfers again", runRerun},
 	{"replay", "replay history FILE.json…: check that histories replay against this build", runReplay},
+	{"banksim", "run the bank simulator (docs/bank.md)", runBanksim},
 }
 
 func main() {

@@ -109,7 +109,7 @@ func TestReconcileCommand(t *testing.T) {
 	}
 	t.Setenv("DATABASE_URL", url)
 	var out bytes.Buffer
-	if err := dispatch(ctx, []string{"reconcile"}, &out); err != nil || !strings.Contains(out.String(), "All 7 invariants hold") {
+	if err := dispatch(ctx, []string{"reconcile"}, &out); err != nil || !strings.Contains(out.String(), "All 11 invariants hold") {
 		t.Fatalf("clean ledger: %v\n%s", err, out.String())
 	}
 	db, err := database.Open(ctx, url)

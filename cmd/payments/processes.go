@@ -24,7 +24,7 @@ import (
 	"github.com/payments/payments/internal/app"
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
-	"github.com/payments/payments/transfers"
+	"github.com/payments/payments/internal/runs"
 	"github.com/payments/payments/worker"
 	"github.com/payments/payments/workflows"
 )
@@ -89,13 +89,16 @@ func (d *deps) close() {
 
 // app assembles the parts on the process's database and client; listener is for `serve` only
 // (app.New).
-func (d *deps) app(listener *transfers.Listener) *app.App {
-	return app.New(d.db, d.temporal, app.Settings{SyncWait: d.cfg.SyncWait, TTL: d.cfg.IdempotencyTTL, RetryFor: d.cfg.RetryFor},
-		d.log, listener)
+func (d *deps) app(listener *runs.Listener) *app.App {
+	return app.New(d.db, d.temporal, app.Settings{SyncWait: d.cfg.SyncWait, TTL: d.cfg.IdempotencyTTL, RetryFor: d.cfg.RetryFor,
+		Bank: d.cfg.Bank}, d.log, listener)
 }
 
 func runAPI(ctx context.Context, args []string, _ io.Writer) error {
 	if err := parse(newFlags("api"), args); err != nil {
+		return err
+	}
+	if err := needBankSecret(); err != nil {
 		return err
 	}
 	d, err := open(ctx, true)
@@ -118,10 +121,22 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	return d.runWorker(ctx, d.app(nil), true)
 }
 
+// needBankSecret refuses to serve the API without the secret that verifies the bank's callbacks:
+// without it, anyone could tell the processor that a payout was paid.
+func needBankSecret() error {
+	if os.Getenv("PAYMENTS_BANK_SECRET") == "" {
+		return usagef("PAYMENTS_BANK_SECRET is required: it verifies the bank's callbacks (make run uses dev-bank-secret)")
+	}
+	return nil
+}
+
 // runServe runs API and worker on one Temporal client, which lets the API start workflows
 // eagerly: the worker here runs the first workflow task without a round trip through the server.
 func runServe(ctx context.Context, args []string, _ io.Writer) error {
 	if err := parse(newFlags("serve"), args); err != nil {
+		return err
+	}
+	if err := needBankSecret(); err != nil {
 		return err
 	}
 	d, err := open(ctx, false)
@@ -129,7 +144,7 @@ func runServe(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer d.close()
-	a := d.app(transfers.NewListener())
+	a := d.app(runs.NewListener())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, 2)

@@ -13,7 +13,12 @@ import (
 
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/api"
+	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/runs"
+	"github.com/payments/payments/payins"
+	"github.com/payments/payments/payouts"
 	"github.com/payments/payments/transfers"
 	"github.com/payments/payments/worker"
 )
@@ -23,6 +28,7 @@ type Settings struct {
 	SyncWait time.Duration // PAYMENTS_SYNC_WAIT
 	TTL      time.Duration // PAYMENTS_IDEMPOTENCY_TTL
 	RetryFor time.Duration // PAYMENTS_TRANSFER_RETRY_FOR
+	Bank     config.Bank
 }
 
 // App is the system's parts on one database and one Temporal client.
@@ -30,15 +36,18 @@ type App struct {
 	Ledger    *ledger.Ledger
 	Temporal  client.Client
 	Transfers *transfers.Service
+	Payouts   *payouts.Service
+	Payins    *payins.Service
+	Bank      bank.Rail
 	settings  Settings
 	log       *slog.Logger
-	listener  *transfers.Listener
+	listener  *runs.Listener
 }
 
 // New assembles the parts on db and c. listener, when not nil, is shared by a worker and an API
 // running in this process on c (`payments serve`): the API then starts workflows eagerly on
 // that worker and answers as soon as their posting commits here. Pass nil otherwise.
-func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listener *transfers.Listener) *App {
+func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listener *runs.Listener) *App {
 	l := &ledger.Ledger{DB: db}
 	return &App{
 		Ledger: l, Temporal: c, settings: s, log: log, listener: listener,
@@ -47,21 +56,29 @@ func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listen
 			SyncWait: s.SyncWait, TTL: s.TTL, RetryFor: s.RetryFor,
 			Eager: listener != nil, Listener: listener,
 		},
+		Payouts: &payouts.Service{
+			Ledger: l, Temporal: c, SyncWait: s.SyncWait, TTL: s.TTL, RetryFor: s.RetryFor,
+			BankRetryFor: s.Bank.RetryFor, PollAfter: s.Bank.PollAfter, ReturnWindow: s.Bank.ReturnWindow,
+			Eager: listener != nil, Listener: listener,
+		},
+		Payins: &payins.Service{Temporal: c, RetryFor: s.RetryFor},
+		Bank:   &bank.HTTP{BaseURL: s.Bank.URL},
 	}
 }
 
 // Worker returns a worker for the task queue with every workflow and activity registered; the
 // caller starts and stops it.
 func (a *App) Worker() sdkworker.Worker {
-	acts := &activities.Activities{Ledger: a.Ledger, Answer: api.TransferAnswer, Stale: a.Transfers}
+	acts := &activities.Activities{Ledger: a.Ledger, Answer: api.TransferAnswer, PayoutAnswer: api.PayoutAnswer,
+		Bank: a.Bank, Stale: a.Transfers}
 	if a.listener != nil {
-		acts.OnPosted = a.listener
+		acts.OnAnswer = a.listener
 	}
 	return worker.New(a.Temporal, acts)
 }
 
 // Server returns the HTTP API.
 func (a *App) Server() *api.Server {
-	return &api.Server{DB: a.Ledger.DB, Ledger: a.Ledger, Transfers: a.Transfers, Temporal: a.Temporal,
-		TTL: a.settings.TTL, Log: a.log}
+	return &api.Server{DB: a.Ledger.DB, Ledger: a.Ledger, Transfers: a.Transfers, Payouts: a.Payouts, Payins: a.Payins,
+		Temporal: a.Temporal, BankSecret: []byte(a.settings.Bank.Secret), TTL: a.settings.TTL, Log: a.log}
 }

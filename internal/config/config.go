@@ -16,6 +16,16 @@ type Config struct {
 	IdempotencyTTL time.Duration // how long a stored response is replayed
 	RetryFor       time.Duration // how long a transfer retries technical failures before it fails
 	Temporal       Temporal
+	Bank           Bank
+}
+
+// Bank says how to reach the bank and how patient to be with it (docs/bank.md).
+type Bank struct {
+	URL          string        // PAYMENTS_BANK_URL
+	Secret       string        // PAYMENTS_BANK_SECRET: verifies its callbacks
+	RetryFor     time.Duration // how long a payout keeps giving the bank its instruction before its run fails
+	PollAfter    time.Duration // how long a payout waits for a callback before asking the bank
+	ReturnWindow time.Duration // how long after it is paid a payout still awaits a return
 }
 
 // Temporal says how to reach the Temporal cluster.
@@ -44,6 +54,7 @@ func FromEnv() (Config, error) {
 			TLSCA:     os.Getenv("TEMPORAL_TLS_CA"),
 			TLSServer: os.Getenv("TEMPORAL_TLS_SERVER_NAME"),
 		},
+		Bank: Bank{URL: env("PAYMENTS_BANK_URL", "http://localhost:8090"), Secret: os.Getenv("PAYMENTS_BANK_SECRET")},
 	}
 	var err error
 	for _, d := range []struct {
@@ -54,6 +65,9 @@ func FromEnv() (Config, error) {
 		{"PAYMENTS_SYNC_WAIT", 10 * time.Second, &c.SyncWait},
 		{"PAYMENTS_IDEMPOTENCY_TTL", 24 * time.Hour, &c.IdempotencyTTL},
 		{"PAYMENTS_TRANSFER_RETRY_FOR", 2 * time.Minute, &c.RetryFor},
+		{"PAYMENTS_BANK_RETRY_FOR", 24 * time.Hour, &c.Bank.RetryFor},
+		{"PAYMENTS_BANK_POLL_AFTER", time.Minute, &c.Bank.PollAfter},
+		{"PAYMENTS_PAYOUT_RETURN_WINDOW", 7 * 24 * time.Hour, &c.Bank.ReturnWindow},
 	} {
 		if *d.dst, err = duration(d.name, d.def); err != nil {
 			return c, err

@@ -83,14 +83,18 @@ type Scope struct {
 	Key     string
 }
 
-// Routes whose operations are transfers, and the short name each has in a workflow ID.
+// Routes (where keys live), and the short name each has in a workflow ID. A payin's key is the
+// bank's event id, in the bank's scope (no owner).
 const (
 	RouteTransfers = "POST /v1/transfers"
 	RouteAccounts  = "POST /v1/accounts"
 	RouteDeposit   = "CLI deposit"
+	RoutePayouts   = "POST /v1/payouts"
+	RoutePayin     = "BANK credit.received"
 )
 
-var routeNames = map[string]string{RouteTransfers: "transfer", RouteDeposit: "deposit", RouteAccounts: "account"}
+var routeNames = map[string]string{RouteTransfers: "transfer", RouteDeposit: "deposit", RouteAccounts: "account",
+	RoutePayouts: "payout", RoutePayin: "payin"}
 
 // WorkflowID is the Temporal workflow ID of the operation in scope s:
 //
@@ -98,14 +102,20 @@ var routeNames = map[string]string{RouteTransfers: "transfer", RouteDeposit: "de
 //
 // It is a pure function of the scope, reads well in the Temporal UI, and keeps the client's key
 // verbatim at the end (keys are visible ASCII, so the ID needs no escaping; the owner id never
-// contains '/', so the split is unambiguous).
+// contains '/', so the split is unambiguous). A payin's is payin/<bank event id>.
 func (s Scope) WorkflowID() string {
+	if s.Route == RoutePayin {
+		return routeNames[s.Route] + "/" + s.Key
+	}
 	return routeNames[s.Route] + "/" + s.OwnerID + "/" + s.Key
 }
 
 // ScopeOf is the scope whose WorkflowID is id; ok is false for an ID no scope has.
 func ScopeOf(id string) (s Scope, ok bool) {
 	name, rest, _ := strings.Cut(id, "/")
+	if name == routeNames[RoutePayin] {
+		return Scope{Route: RoutePayin, Key: rest}, rest != ""
+	}
 	owner, key, found := strings.Cut(rest, "/")
 	for route, n := range routeNames {
 		if n == name && found && owner != "" && key != "" {
@@ -119,11 +129,20 @@ func ScopeOf(id string) (s Scope, ok bool) {
 // first): a pure function of both, so every retry, re-run and UI Reset of an operation names the
 // same transfer and the ledger can refuse to post it twice. use only grows when a key is used
 // again after its record expired; the new operation then gets a transfer of its own.
-func (s Scope) TransferID(use int) string {
+func (s Scope) TransferID(use int) string { return s.id("tr_", use) }
+
+// PayoutID is the id of the payout made by the use-th operation in scope s, as TransferID is a
+// transfer's: the key the bank deduplicates the payout's instruction on.
+func (s Scope) PayoutID(use int) string { return s.id("po_", use) }
+
+// PayinID is the id of the payin (and of its posting) of the bank event a payin scope names.
+func (s Scope) PayinID() string { return s.id("pi_", 0) }
+
+func (s Scope) id(prefix string, use int) string {
 	material := s.OwnerID + "\x00" + s.Route + "\x00" + s.Key
 	if use > 0 {
 		material += "\x00" + strconv.Itoa(use)
 	}
 	sum := sha256.Sum256([]byte(material))
-	return "tr_" + hex.EncodeToString(sum[:12])
+	return prefix + hex.EncodeToString(sum[:12])
 }

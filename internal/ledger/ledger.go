@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,22 +16,28 @@ import (
 	"github.com/payments/payments/internal/transfer"
 )
 
-// Kinds of account: a customer's, or a currency's funding account (the ledger's own, the
-// source of deposits, allowed to go negative).
+// Kinds of account: a customer's; a currency's funding account (the ledger's own, the source
+// of deposits, allowed to go negative); a currency's bank settlement account (the money that
+// left or entered through the bank: credited by payouts, debited by payins and returns).
 const (
-	KindCustomer = "customer"
-	KindFunding  = "funding"
+	KindCustomer   = "customer"
+	KindFunding    = "funding"
+	KindSettlement = "settlement"
 )
 
-// Account is an account as the API shows it.
+// Account is an account as the API shows it. BalanceMinor is the posted balance; AvailableMinor
+// is that minus the account's open holds (HeldMinor), what a transfer or a payout may take.
 type Account struct {
-	ID           string    `json:"id"`
-	Currency     string    `json:"currency"`
-	Name         string    `json:"name"`
-	BalanceMinor int64     `json:"balance_minor"`
-	CreatedAt    time.Time `json:"created_at"`
-	OwnerID      string    `json:"-"`
-	Kind         string    `json:"-"`
+	ID             string    `json:"id"`
+	Currency       string    `json:"currency"`
+	Name           string    `json:"name"`
+	AccountNumber  string    `json:"account_number"`
+	BalanceMinor   int64     `json:"balance_minor"`
+	AvailableMinor int64     `json:"available_minor"`
+	CreatedAt      time.Time `json:"created_at"`
+	OwnerID        string    `json:"-"`
+	Kind           string    `json:"-"`
+	HeldMinor      int64     `json:"-"`
 }
 
 // Transfer is a transfer as the API shows it.
@@ -67,16 +74,22 @@ func NewID(prefix string) string {
 // shown before and after a round trip through the database is the same.
 func UTC(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
-const accountColumns = `id, currency, name, balance_minor, created_at, owner_id, kind`
+const accountColumns = `id, currency, name, balance_minor, created_at, owner_id, kind, held_minor, COALESCE(account_number, '')`
 
 func scanAccount(row pgx.Row) (Account, error) {
 	var a Account
-	err := row.Scan(&a.ID, &a.Currency, &a.Name, &a.BalanceMinor, &a.CreatedAt, &a.OwnerID, &a.Kind)
+	err := row.Scan(&a.ID, &a.Currency, &a.Name, &a.BalanceMinor, &a.CreatedAt, &a.OwnerID, &a.Kind, &a.HeldMinor, &a.AccountNumber)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, ErrNotFound
 	}
 	a.CreatedAt = UTC(a.CreatedAt)
+	a.AvailableMinor = a.BalanceMinor - a.HeldMinor
 	return a, err
+}
+
+// SettlementAccountID is the id of the bank settlement account of currency.
+func SettlementAccountID(currency string) string {
+	return "acc_settlement_" + strings.ToLower(currency)
 }
 
 const transferColumns = `id, status, from_account_id, to_account_id, amount_minor, currency, description,
@@ -138,10 +151,11 @@ func (l *Ledger) Accounts(ctx context.Context, ownerID, fromID, toID string) (fr
 }
 
 // Transfer returns transfer id if ownerID holds either of its accounts (any owner when empty).
+// The postings of payouts and payins are not transfers: their own resources show them.
 func (l *Ledger) Transfer(ctx context.Context, ownerID, id string) (Transfer, error) {
 	return scanTransfer(l.DB.QueryRow(ctx, `
 		SELECT `+transferColumns+` FROM transfers t
-		WHERE id = $1 AND ($2 = '' OR EXISTS (
+		WHERE id = $1 AND kind = 'transfer' AND ($2 = '' OR EXISTS (
 			SELECT 1 FROM accounts a
 			WHERE a.id IN (t.from_account_id, t.to_account_id) AND a.owner_id = $2))`, id, ownerID))
 }

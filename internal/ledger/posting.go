@@ -28,6 +28,25 @@ type Posting struct {
 	Scope       idempotency.Scope
 	ReplayFor   time.Duration // how long the stored response is replayed
 	RunID       string        // the workflow run posting it, if any: see ErrFenced
+	// Kind is what the posting is: KindTransfer (the default), or the money of a payout paid
+	// (KindPayout: it consumes the payout's hold), of a payout returned, of a payin. Only a
+	// transfer has an idempotency scope and an answer of its own.
+	Kind string
+}
+
+// Kinds of posting.
+const (
+	KindTransfer = "transfer"
+	KindPayout   = "payout"
+	KindReturn   = "return"
+	KindPayin    = "payin"
+)
+
+func (p Posting) kind() string {
+	if p.Kind == "" {
+		return KindTransfer
+	}
+	return p.Kind
 }
 
 // ErrInvalidPosting is a posting that can never succeed, whatever is retried: the accounts do
@@ -96,16 +115,19 @@ func post(ctx context.Context, tx pgx.Tx, p Posting, answer Answer) (Transfer, i
 	// and MarkFailed waits for a posting under way.
 	var fenced bool
 	t, err := scanTransfer(tx.QueryRow(ctx, `
-		INSERT INTO transfers (id, status, from_account_id, to_account_id, amount_minor, currency, description, workflow_id)
-		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7)
+		INSERT INTO transfers (id, status, from_account_id, to_account_id, amount_minor, currency, description, workflow_id, kind)
+		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $9)
 		ON CONFLICT (id) DO UPDATE SET id = EXCLUDED.id
 		RETURNING `+transferColumns+`, $8::text = ANY(failed_runs)`,
-		p.TransferID, p.From, p.To, p.AmountMinor, p.Currency, p.Description, p.WorkflowID, p.RunID), &fenced)
+		p.TransferID, p.From, p.To, p.AmountMinor, p.Currency, p.Description, p.WorkflowID, p.RunID, p.kind()), &fenced)
 	if err != nil {
 		return t, idempotency.Response{}, fkInvalid(err)
 	}
-	if t.Status.Final() {
-		resp, err := StoredAnswer(ctx, tx, p.Scope, t, answer) // posted before: nothing more to do
+	if t.Status.Final() { // posted before: nothing more to do
+		if p.kind() != KindTransfer {
+			return t, idempotency.Response{}, nil
+		}
+		resp, err := StoredAnswer(ctx, tx, p.Scope, t, answer)
 		return t, resp, err
 	}
 	if fenced {
@@ -126,27 +148,45 @@ func post(ctx context.Context, tx pgx.Tx, p Posting, answer Answer) (Transfer, i
 	if fromAfter > from.BalanceMinor || toAfter < to.BalanceMinor {
 		return t, idempotency.Response{}, fmt.Errorf("%w: a balance would overflow 64 bits", ErrInvalidPosting)
 	}
-	if from.Kind == KindCustomer && from.BalanceMinor < t.AmountMinor {
+	// A payout's money is held already: its posting takes the hold instead of available funds.
+	released := int64(0)
+	if p.kind() == KindPayout {
+		if released, err = consumeHold(ctx, tx, t.ID, from.ID, t.AmountMinor); err != nil {
+			return t, idempotency.Response{}, err
+		}
+	}
+	if from.Kind == KindCustomer && released == 0 && from.AvailableMinor < t.AmountMinor {
 		t, err = finish(ctx, tx, t.ID, transfer.Rejected, "insufficient funds")
 	} else {
-		err = move(ctx, tx, t, fromAfter, toAfter)
+		err = move(ctx, tx, t, fromAfter, toAfter, released)
 		if err == nil {
 			t, err = finish(ctx, tx, t.ID, transfer.Completed, "")
 		}
 	}
-	if err != nil {
+	if err != nil || p.kind() != KindTransfer {
 		return t, idempotency.Response{}, err
 	}
 	resp := answer(t)
 	return t, resp, idempotency.Complete(ctx, tx, p.Scope, resp, p.ReplayFor)
 }
 
+// consumeHold marks the open hold of payout, on account for amount, posted, and returns the
+// amount it held. A payout's posting without its open hold is a bug no retry can fix.
+func consumeHold(ctx context.Context, tx pgx.Tx, payout, account string, amount int64) (int64, error) {
+	tag, err := tx.Exec(ctx, `UPDATE holds SET status = 'posted', ended_at = now()
+		WHERE payout_id = $1 AND account_id = $2 AND amount_minor = $3 AND status = 'open'`, payout, account, amount)
+	if err == nil && tag.RowsAffected() != 1 {
+		err = fmt.Errorf("%w: payout %s has no open hold of %d on %s", ErrInvalidPosting, payout, amount, account)
+	}
+	return amount, err
+}
+
 // lockAccounts locks both accounts in id order, the one global order every posting uses, so two
 // transfers in opposite directions cannot deadlock. FOR NO KEY UPDATE (what the balance update
 // needs, as it changes no key) leaves the KEY SHARE locks of foreign-key checks free: claiming a
 // new transfer, which inserts a row referencing both accounts, never waits for a posting.
-func lockAccounts(ctx context.Context, tx pgx.Tx, a, b string) (map[string]Account, error) {
-	rows, err := tx.Query(ctx, `SELECT `+accountColumns+` FROM accounts WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, []string{a, b})
+func lockAccounts(ctx context.Context, tx pgx.Tx, ids ...string) (map[string]Account, error) {
+	rows, err := tx.Query(ctx, `SELECT `+accountColumns+` FROM accounts WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -162,22 +202,24 @@ func lockAccounts(ctx context.Context, tx pgx.Tx, a, b string) (map[string]Accou
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if len(out) != 2 {
+	if len(out) != len(ids) {
 		return nil, fmt.Errorf("%w: account not found", ErrInvalidPosting)
 	}
 	return out, nil
 }
 
-// move writes both balances and both entries; the balances were read under lock.
-func move(ctx context.Context, tx pgx.Tx, t Transfer, fromAfter, toAfter int64) error {
+// move writes both balances and both entries, and takes released off the source's held amount
+// (a payout's hold, now posted); the balances were read under lock.
+func move(ctx context.Context, tx pgx.Tx, t Transfer, fromAfter, toAfter, released int64) error {
 	_, err := tx.Exec(ctx, `
 		WITH upd AS (
-			UPDATE accounts SET balance_minor = CASE id WHEN $2 THEN $4::bigint ELSE $5::bigint END
+			UPDATE accounts SET balance_minor = CASE id WHEN $2 THEN $4::bigint ELSE $5::bigint END,
+				held_minor = held_minor - CASE id WHEN $2 THEN $7::bigint ELSE 0 END
 			WHERE id IN ($2, $3)
 		)
 		INSERT INTO entries (transfer_id, account_id, amount_minor, balance_after_minor)
 		VALUES ($1, $2, -$6::bigint, $4), ($1, $3, $6, $5)`,
-		t.ID, t.FromAccountID, t.ToAccountID, fromAfter, toAfter, t.AmountMinor)
+		t.ID, t.FromAccountID, t.ToAccountID, fromAfter, toAfter, t.AmountMinor, released)
 	return err
 }
 

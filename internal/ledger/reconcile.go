@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/transfer"
@@ -28,6 +30,8 @@ type Report struct {
 	Accounts, Transfers, Entries int64
 	ByStatus                     map[transfer.Status]int64
 	Checks                       []Check
+	// BankChecked is whether invariant 8 was held to the bank's statement.
+	BankChecked bool
 	// StalePending are transfers pending for more than PendingBound: not a broken invariant (no
 	// money moved), but a sign that the recovery Schedule is not running, or that a run has been
 	// held open for that long (a posting waiting on a lock, no worker polling): worth a look in
@@ -51,11 +55,13 @@ func (r Report) OK() bool {
 
 const maxViolations = 20
 
-// Reconcile checks every ledger invariant (docs/contract.md §4, and 5a, 5b of docs/ledger.md) against the database. ttl is the shortest
-// PAYMENTS_IDEMPOTENCY_TTL the ledger was written with: a key's second use that moved money
-// sooner than that after the first is a scope that moved money twice.
-func Reconcile(ctx context.Context, q database.Querier, ttl time.Duration) (Report, error) {
-	var r Report
+// Reconcile checks every ledger invariant (docs/contract.md §4 and §6, and 5a to 5c of
+// docs/ledger.md) against the database. ttl is the shortest PAYMENTS_IDEMPOTENCY_TTL the ledger
+// was written with: a key's second use that moved money sooner than that after the first is a
+// scope that moved money twice. statement is the bank's list of payments, which invariant 8
+// holds the payouts to; nil when the bank could not be asked (the report says so).
+func Reconcile(ctx context.Context, q database.Querier, ttl time.Duration, statement []bank.Payment) (Report, error) {
+	r := Report{BankChecked: statement != nil}
 	err := q.QueryRow(ctx, `SELECT (SELECT count(*) FROM accounts), (SELECT count(*) FROM transfers),
 		(SELECT count(*) FROM entries)`).Scan(&r.Accounts, &r.Transfers, &r.Entries)
 	if err != nil {
@@ -87,6 +93,12 @@ func Reconcile(ctx context.Context, q database.Querier, ttl time.Duration) (Repo
 		}},
 		{"5a", "money leaves a customer account only at its owner's request, and funding accounts only for deposits", movedByItsOwner},
 		{"5b", "every stored answer agrees with what its operation did", answersAgree},
+		{"5c", "every payin credited moved its money once, into the account its number names", payinsMovedOnce},
+		{"6", "every hold ends exactly once, posted or released; open holds belong to processing payouts only; a payout's postings are what its status says", holdsEndOnce},
+		{"7", "available_minor >= 0 for every customer account, and its held_minor is the sum of its open holds", availableNeverNegative},
+		{"8", "each payout has at most one bank payment, and the ledger's view of it agrees with the bank's", func(ctx context.Context, q database.Querier) ([]string, error) {
+			return agreesWithBank(ctx, q, statement)
+		}},
 	} {
 		found, err := c.find(ctx, q)
 		if err != nil {
@@ -172,7 +184,7 @@ func movedOnce(ctx context.Context, q database.Querier, ttl time.Duration) ([]st
 	rows, _ := q.Query(ctx, `
 		SELECT workflow_id, array_agg(id ORDER BY created_at), array_agg(status ORDER BY created_at),
 			array_agg(created_at ORDER BY created_at), array_agg(completed_at ORDER BY created_at)
-		FROM transfers GROUP BY workflow_id`)
+		FROM transfers WHERE kind = 'transfer' GROUP BY workflow_id`)
 	var (
 		workflowID string
 		ids        []string
@@ -216,71 +228,90 @@ func scopeViolations(workflowID string, ids, statuses []string, created []time.T
 	return found
 }
 
-// movedByItsOwner finds completed transfers that no request of the right owner accounts for: a
-// customer account debited under another owner's scope or outside POST /v1/transfers, a funding
-// account debited other than by a deposit into its owner's customer account, or a funding
-// account credited at all. The API refuses all of these; one here means money was created or
-// taken without its owner's say.
+// movedByItsOwner finds completed postings that no request of the right owner accounts for: a
+// customer account debited other than by a transfer under its owner's POST /v1/transfers scope
+// or a payout of that account under its owner's POST /v1/payouts scope; a funding account
+// debited other than by a deposit into its owner's customer account, or credited at all; a
+// settlement account credited other than by a payout, or debited other than by a payin or a
+// return. The API refuses all of these; one here means money was created or taken without its
+// owner's say.
 func movedByItsOwner(ctx context.Context, q database.Querier) ([]string, error) {
 	rows, _ := q.Query(ctx, `
-		SELECT t.id, t.workflow_id, f.kind, f.owner_id, d.kind, d.owner_id
+		SELECT t.id, t.kind, t.workflow_id, f.kind, f.owner_id, d.kind, d.owner_id
 		FROM transfers t
 		JOIN accounts f ON f.id = t.from_account_id
 		JOIN accounts d ON d.id = t.to_account_id
 		WHERE t.status = 'completed'`)
 	var found []string
-	var id, workflowID, fromKind, fromOwner, toKind, toOwner string
-	_, err := pgx.ForEachRow(rows, []any{&id, &workflowID, &fromKind, &fromOwner, &toKind, &toOwner}, func() error {
+	var id, kind, workflowID, fromKind, fromOwner, toKind, toOwner string
+	_, err := pgx.ForEachRow(rows, []any{&id, &kind, &workflowID, &fromKind, &fromOwner, &toKind, &toOwner}, func() error {
 		scope, ok := idempotency.ScopeOf(workflowID)
 		if !ok {
 			return nil // invariant 5 reports it
 		}
-		var why string
-		switch {
-		case toKind != KindCustomer:
-			why = "credits a funding account"
-		case fromKind == KindCustomer && (scope.Route != idempotency.RouteTransfers || scope.OwnerID != fromOwner):
-			why = "debits a customer account of " + fromOwner
-		case fromKind != KindCustomer && (scope.Route != idempotency.RouteDeposit || scope.OwnerID != toOwner):
-			why = "debits a funding account without being a deposit into its owner's account"
-		default:
-			return nil
+		if why := unauthorized(kind, scope, fromKind, fromOwner, toKind, toOwner); why != "" {
+			found = append(found, fmt.Sprintf("%s %s under %s %s", kind, id, workflowID, why))
 		}
-		found = append(found, fmt.Sprintf("transfer %s under %s %s", id, workflowID, why))
 		return nil
 	})
 	return found, err
 }
 
+// unauthorized says what is wrong with a posting of kind under scope between accounts of these
+// kinds and owners, or "".
+func unauthorized(kind string, scope idempotency.Scope, fromKind, fromOwner, toKind, toOwner string) string {
+	ownRequest := func(route, owner string) bool { return scope.Route == route && scope.OwnerID == owner }
+	switch {
+	case kind == KindTransfer && fromKind == KindCustomer && toKind == KindCustomer && ownRequest(idempotency.RouteTransfers, fromOwner):
+	case kind == KindTransfer && fromKind == KindFunding && toKind == KindCustomer && ownRequest(idempotency.RouteDeposit, toOwner):
+	case kind == KindPayout && fromKind == KindCustomer && toKind == KindSettlement && ownRequest(idempotency.RoutePayouts, fromOwner):
+	case kind == KindReturn && fromKind == KindSettlement && toKind == KindCustomer && ownRequest(idempotency.RoutePayouts, toOwner):
+	case kind == KindPayin && fromKind == KindSettlement && toKind == KindCustomer && scope.Route == idempotency.RoutePayin:
+	default:
+		return fmt.Sprintf("moves money from a %s account of %s to a %s account of %s", fromKind, fromOwner, toKind, toOwner)
+	}
+	return ""
+}
+
 // answersAgree finds stored answers that say something else than the ledger: a 201 for a
-// transfer that did not complete, a 422 insufficient-funds for one not rejected, an answer
-// naming another transfer or account than its record's.
+// transfer that did not complete, or a payout that is not the one held; a 422
+// insufficient-funds for a transfer not rejected, or a payout not refused; an answer naming
+// another transfer, payout or account than its record's.
 func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 	rows, _ := q.Query(ctx, `
-		SELECT r.route || ' ' || r.key || ' of ' || r.owner_id, r.resource_id, r.status_code, r.body,
-			COALESCE(t.status, CASE WHEN a.id IS NOT NULL THEN 'open' END, 'missing')
+		SELECT r.route || ' ' || r.key || ' of ' || r.owner_id, r.route, r.resource_id, r.status_code, r.body,
+			COALESCE(t.status, p.status || CASE WHEN p.failure_reason = $1 THEN ' (insufficient funds)' ELSE '' END,
+				CASE WHEN a.id IS NOT NULL THEN 'open' END, 'missing')
 		FROM idempotency_records r
 		LEFT JOIN transfers t ON t.id = r.resource_id
+		LEFT JOIN payouts p ON p.id = r.resource_id
 		LEFT JOIN accounts a ON a.id = r.resource_id
-		WHERE r.status_code IS NOT NULL`)
+		WHERE r.status_code IS NOT NULL`, ReasonInsufficientFunds)
 	var found []string
-	var scope, resource, state string
+	var scope, route, resource, state string
 	var code int
 	var body []byte
-	_, err := pgx.ForEachRow(rows, []any{&scope, &resource, &code, &body, &state}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&scope, &route, &resource, &code, &body, &state}, func() error {
 		var answer struct {
 			ID         string `json:"id"`
 			Status     string `json:"status"`
 			TransferID string `json:"transfer_id"`
+			PayoutID   string `json:"payout_id"`
 			Type       string `json:"type"`
 		}
 		_ = json.Unmarshal(body, &answer)
+		named := answer.TransferID
+		if route == idempotency.RoutePayouts {
+			named = answer.PayoutID
+		}
 		var ok bool
 		switch code {
-		case 201: // created: the account, or the completed transfer
-			ok = answer.ID == resource && (state == "open" || state == string(transfer.Completed) && answer.Status == state)
-		case 422: // insufficient funds: the rejected transfer
-			ok = state == string(transfer.Rejected) && answer.TransferID == resource && strings.HasSuffix(answer.Type, "/insufficient-funds")
+		case 201: // created: the account; the transfer, completed; the payout, processing then
+			ok = answer.ID == resource && (state == "open" || state == string(transfer.Completed) && answer.Status == state ||
+				route == idempotency.RoutePayouts && answer.Status == "processing" && !strings.Contains(state, "insufficient"))
+		case 422: // insufficient funds: the transfer rejected, the payout refused
+			ok = named == resource && strings.HasSuffix(answer.Type, "/insufficient-funds") &&
+				(state == string(transfer.Rejected) || state == "failed (insufficient funds)")
 		}
 		if !ok {
 			found = append(found, fmt.Sprintf("%s answers %d %s, but %s is %s", scope, code, body, resource, state))
@@ -288,6 +319,113 @@ func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 		return nil
 	})
 	return found, err
+}
+
+// payinsMovedOnce finds payins whose money did not move as they say: a credited payin without
+// its posting, or with one that is not of its amount into its account; an unmatched one with a
+// posting; a payin posting of no payin.
+func payinsMovedOnce(ctx context.Context, q database.Querier) ([]string, error) {
+	return lines(ctx, q, `
+		SELECT format('payin %s (%s, %s %s for %s): posting %s', p.id, p.status, p.amount_minor, p.currency,
+			p.account_number, COALESCE(format('%s %s %s to %s', t.status, t.amount_minor, t.currency, t.to_account_id), 'none'))
+		FROM payins p LEFT JOIN transfers t ON t.id = p.id
+		WHERE CASE WHEN p.status = 'credited' THEN
+			t.id IS NULL OR t.kind <> 'payin' OR t.status <> 'completed' OR t.amount_minor <> p.amount_minor
+			OR t.currency <> p.currency OR t.to_account_id IS DISTINCT FROM p.account_id
+		ELSE t.id IS NOT NULL END
+		UNION ALL
+		SELECT format('payin posting %s (%s) has no payin', t.id, t.workflow_id)
+		FROM transfers t WHERE t.kind = 'payin' AND NOT EXISTS (SELECT 1 FROM payins p WHERE p.id = t.id)`)
+}
+
+// holdsEndOnce finds holds and payouts that disagree: an open hold of a payout not processing,
+// a posted hold of a payout not paid or returned, a released hold of a payout not failed; a
+// paid or returned payout without its completed posting (of its amount, from its account to the
+// settlement account), a returned one without its return posting, a payout with postings its
+// status does not have; a posting of a payout that does not exist.
+func holdsEndOnce(ctx context.Context, q database.Querier) ([]string, error) {
+	return lines(ctx, q, `
+		SELECT format('payout %s (%s): hold %s', p.id, p.status, COALESCE(h.status, 'none'))
+		FROM payouts p LEFT JOIN holds h ON h.payout_id = p.id
+		WHERE CASE p.status
+			WHEN 'processing' THEN h.status IS DISTINCT FROM 'open' AND h.status IS NOT NULL
+			WHEN 'failed' THEN h.status IS NOT NULL AND h.status <> 'released'
+			ELSE h.status IS DISTINCT FROM 'posted' END
+			OR h.amount_minor <> p.amount_minor OR h.account_id <> p.account_id
+		UNION ALL
+		SELECT format('payout %s (%s %s %s): postings %s', p.id, p.status, p.amount_minor, p.currency,
+			COALESCE(string_agg(format('%s %s %s %s->%s', t.kind, t.status, t.amount_minor, t.from_account_id, t.to_account_id), ', '), 'none'))
+		FROM payouts p LEFT JOIN transfers t ON t.id IN (p.id, 'rt_' || substr(p.id, 4))
+		GROUP BY p.id
+		HAVING count(*) FILTER (WHERE t.kind = 'payout' AND t.status = 'completed' AND t.amount_minor = p.amount_minor
+				AND t.from_account_id = p.account_id AND t.to_account_id = 'acc_settlement_' || lower(p.currency))
+			<> CASE WHEN p.status IN ('paid', 'returned') THEN 1 ELSE 0 END
+			OR count(*) FILTER (WHERE t.kind = 'return' AND t.status = 'completed' AND t.amount_minor = p.amount_minor
+				AND t.to_account_id = p.account_id AND t.from_account_id = 'acc_settlement_' || lower(p.currency))
+			<> CASE WHEN p.status = 'returned' THEN 1 ELSE 0 END
+			OR count(t.id) <> CASE p.status WHEN 'paid' THEN 1 WHEN 'returned' THEN 2 ELSE 0 END
+		UNION ALL
+		SELECT format('%s posting %s belongs to no payout', t.kind, t.id)
+		FROM transfers t WHERE t.kind IN ('payout', 'return')
+			AND NOT EXISTS (SELECT 1 FROM payouts p WHERE t.id IN (p.id, 'rt_' || substr(p.id, 4)))`)
+}
+
+// availableNeverNegative finds customer accounts holding more than they have, and accounts whose
+// held_minor is not the sum of their open holds.
+func availableNeverNegative(ctx context.Context, q database.Querier) ([]string, error) {
+	return lines(ctx, q, `
+		SELECT format('account %s: balance %s, held %s, open holds %s', a.id, a.balance_minor, a.held_minor,
+			COALESCE(sum(h.amount_minor), 0))
+		FROM accounts a LEFT JOIN holds h ON h.account_id = a.id AND h.status = 'open'
+		GROUP BY a.id
+		HAVING a.held_minor <> COALESCE(sum(h.amount_minor), 0)
+			OR (a.kind = 'customer' AND a.balance_minor - a.held_minor < 0)`)
+}
+
+// agreesWithBank holds the payouts to the bank's statement: at most one bank payment per
+// payout, the one the payout records; no bank payment of a payout that does not exist; and the
+// same status on both sides (pending at the bank: processing here). Without a statement, it
+// checks what the ledger alone can: no bank payment id recorded twice (a unique index holds it).
+func agreesWithBank(ctx context.Context, q database.Querier, statement []bank.Payment) ([]string, error) {
+	if statement == nil {
+		return nil, nil
+	}
+	rows, _ := q.Query(ctx, `SELECT id, status, COALESCE(bank_payment_id, '') FROM payouts`)
+	type row struct{ status, payment string }
+	payouts := map[string]row{}
+	var id, status, payment string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &status, &payment}, func() error {
+		payouts[id] = row{status, payment}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	byReference := map[string][]bank.Payment{}
+	for _, p := range statement {
+		byReference[p.Reference] = append(byReference[p.Reference], p)
+	}
+	want := map[string]string{bank.Pending: "processing", bank.Paid: "paid", bank.Failed: "failed", bank.Returned: "returned"}
+	var found []string
+	for ref, ps := range byReference {
+		po, ok := payouts[ref]
+		switch {
+		case len(ps) > 1:
+			found = append(found, fmt.Sprintf("payout %s has %d bank payments", ref, len(ps)))
+		case !ok:
+			found = append(found, fmt.Sprintf("bank payment %s names payout %s, which does not exist", ps[0].ID, ref))
+		case po.payment != ps[0].ID:
+			found = append(found, fmt.Sprintf("payout %s records bank payment %q, the bank made %s", ref, po.payment, ps[0].ID))
+		case want[ps[0].Status] != po.status:
+			found = append(found, fmt.Sprintf("payout %s is %s, its bank payment %s is %s", ref, po.status, ps[0].ID, ps[0].Status))
+		}
+	}
+	for id, po := range payouts {
+		if po.payment != "" && len(byReference[id]) == 0 {
+			found = append(found, fmt.Sprintf("payout %s records bank payment %s, which the bank does not have", id, po.payment))
+		}
+	}
+	slices.Sort(found)
+	return found, nil
 }
 
 // Print writes the report for a person to read.
@@ -315,6 +453,9 @@ func (r Report) Print(w io.Writer) {
 		for _, v := range r.StalePending {
 			fmt.Fprintf(w, "            %s\n", v)
 		}
+	}
+	if !r.BankChecked {
+		fmt.Fprintf(w, "  note    the bank's statement could not be read: invariant 8 was checked against the ledger alone\n")
 	}
 	if broken == 0 {
 		fmt.Fprintf(w, "All %d invariants hold.\n", len(r.Checks))

@@ -16,7 +16,7 @@ import (
 // broken reconciles inside tx and returns the ids of the broken invariants.
 func broken(t *testing.T, tx pgx.Tx, ttl time.Duration) []string {
 	t.Helper()
-	report, err := ledger.Reconcile(context.Background(), tx, ttl)
+	report, err := ledger.Reconcile(context.Background(), tx, ttl, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestReconcileFindsEachBrokenInvariant(t *testing.T) {
 		{"money created from nothing", "3", false,
 			[]string{`UPDATE accounts SET balance_minor = balance_minor + 5 WHERE id = '` + b + `'`}},
 		{"a negative customer balance", "4", false,
-			[]string{`ALTER TABLE accounts DROP CONSTRAINT customer_balance_not_negative`,
+			[]string{`ALTER TABLE accounts DROP CONSTRAINT customer_available_not_negative`,
 				`UPDATE accounts SET balance_minor = -5 WHERE id = '` + b + `'`}},
 		{"a transfer outside any idempotency scope", "5", true,
 			[]string{`UPDATE transfers SET workflow_id = 'somewhere' WHERE id = '` + p.TransferID + `'`}},
@@ -127,7 +127,7 @@ func TestReconcileTellsAKeysSecondUseFromADoublePosting(t *testing.T) {
 	if got := broken(t, tx, ttl); len(got) != 0 {
 		t.Fatalf("with a TTL shorter than the gap: broken %v", got)
 	}
-	report, err := ledger.Reconcile(ctx, tx, 3*ttl)
+	report, err := ledger.Reconcile(ctx, tx, 3*ttl, nil)
 	if err != nil || report.OK() {
 		t.Fatalf("two uses within a TTL of three days went unnoticed (%v)", err)
 	}
@@ -154,7 +154,7 @@ func TestReconcilePointsOutStalePendingTransfers(t *testing.T) {
 	if _, err := tx.Exec(ctx, `UPDATE transfers SET created_at = now() - interval '1 hour' WHERE id = $1`, p.TransferID); err != nil {
 		t.Fatal(err)
 	}
-	report, err := ledger.Reconcile(ctx, tx, ttl)
+	report, err := ledger.Reconcile(ctx, tx, ttl, nil)
 	if err != nil || !report.OK() || len(report.StalePending) != 1 || !strings.Contains(report.StalePending[0], p.TransferID) {
 		t.Fatalf("ok %v, stale %v, err %v", report.OK(), report.StalePending, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 // ContentType is the media type of every error body.
@@ -25,12 +26,22 @@ type Problem struct {
 	Detail     string       `json:"detail"`
 	Errors     []FieldError `json:"errors,omitempty"`
 	TransferID string       `json:"transfer_id,omitempty"`
+	PayoutID   string       `json:"payout_id,omitempty"`
 	WorkflowID string       `json:"workflow_id,omitempty"`
 
 	// RetryAfter, in seconds, is sent as the Retry-After header when positive.
 	RetryAfter int `json:"-"`
 	// Cause is what went wrong underneath, for the log; the client never sees it.
 	Cause error `json:"-"`
+}
+
+// SetResource names the transfer or payout the problem is about, by its id's prefix.
+func (p *Problem) SetResource(id string) {
+	if strings.HasPrefix(id, "po_") {
+		p.PayoutID = id
+	} else {
+		p.TransferID = id
+	}
 }
 
 func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Title, p.Detail) }

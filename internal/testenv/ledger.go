@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/ledger"
 )
 
@@ -73,7 +74,13 @@ func (e *Env) CheckLedger() error {
 		return err
 	}
 	defer conn.Close(ctx)
-	report, err := ledger.Reconcile(ctx, conn, *e.minTTL)
+	var statement []bank.Payment
+	if e.Bank != nil { // invariant 8: the payouts agree with the bank's own statement
+		if statement, err = (&bank.HTTP{BaseURL: e.Bank.URL}).Statement(ctx); err != nil {
+			return fmt.Errorf("the bank's statement: %w", err)
+		}
+	}
+	report, err := ledger.Reconcile(ctx, conn, *e.minTTL, statement)
 	if err != nil {
 		return err
 	}
@@ -93,16 +100,39 @@ func (e *Env) Reconcile(t testing.TB) {
 	}
 }
 
-// Run runs the package's tests on e, then fails the run if they left a ledger that does not
-// reconcile, and closes e. TestMain returns its result to os.Exit.
+// Run runs the package's tests on e, each response they receive checked against openapi.yaml
+// (Contract), then fails the run if they left a ledger that does not reconcile or a response
+// that broke the contract, and closes e. TestMain returns its result to os.Exit.
 func Run(m *testing.M, e *Env) int {
+	contract, err := NewContract()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	http.DefaultClient.Transport, current = contract, contract
 	code := m.Run()
 	if err := e.CheckLedger(); err != nil && code == 0 {
 		fmt.Fprintln(os.Stderr, "the tests left a ledger that does not reconcile:\n"+err.Error())
 		code = 1
 	}
+	if err := contract.Report(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	fmt.Printf("contract: %d responses checked against openapi.yaml\n", contract.Checked())
 	e.Close()
 	return code
+}
+
+// current is the Contract Run installed.
+var current *Contract
+
+// ContractOf is the Contract the package's responses are checked against (Run installs it).
+func ContractOf(t testing.TB) *Contract {
+	if current == nil {
+		t.Fatal("no contract checker: TestMain must call testenv.Run")
+	}
+	return current
 }
 
 // Sent is a transfer a test sends, and the outcome its design guarantees whatever the order the

@@ -22,15 +22,13 @@ func FreeAddr() string {
 	return l.Addr().String()
 }
 
-// BuildPayments builds the payments command into a temporary directory, for tests that run it
-// as a process they can kill.
+// BuildPayments builds the payments command (once per test process), for tests that run it as
+// a process they can kill.
 func BuildPayments(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "payments")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/payments")
-	cmd.Dir = RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := paymentsBinary()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
@@ -48,7 +46,8 @@ func (e *Env) Process(t testing.TB, bin, temporalAddr string, args []string, env
 	// A small pool: test packages run in parallel, each with several processes, against one
 	// PostgreSQL with max_connections 100 by default. env may set DATABASE_URL again; the last
 	// one wins.
-	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+e.URL+"&pool_max_conns=4", "TEMPORAL_ADDRESS="+temporalAddr), env...)
+	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+e.URL+"&pool_max_conns=4", "TEMPORAL_ADDRESS="+temporalAddr,
+		"PAYMENTS_BANK_URL="+e.bankURL, "PAYMENTS_BANK_SECRET="+BankSecret), env...)
 	logs := &lockedBuffer{}
 	cmd.Stderr = logs
 	child, err := devserver.StartChild(cmd)

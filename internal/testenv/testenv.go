@@ -25,9 +25,11 @@ import (
 
 	"github.com/payments/payments/api"
 	"github.com/payments/payments/internal/app"
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/devserver"
 	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/runs"
 	"github.com/payments/payments/transfers"
 	"github.com/payments/payments/worker"
 )
@@ -43,14 +45,16 @@ type Env struct {
 	Server    *httptest.Server
 	Dev       *devserver.Server
 	Worker    sdkworker.Worker // nil with Options.NoWorker
+	Bank      *Bank            // nil without Options.Bank
 	minTTL    *time.Duration   // the shortest idempotency TTL any of the Env's APIs used
 
 	devOptions devserver.Options
-	database   string              // the test database's name, dropped by Close
-	stateDir   string              // the dev server's state, removed by Close
-	apiLog     *slog.Logger        // the APIs' warnings, if kept (PAYMENTS_TEST_LOGS)
-	logs       []*os.File          // kept logs, closed by Close
-	listener   *transfers.Listener // shared by the worker and the APIs on the Env's own client
+	database   string         // the test database's name, dropped by Close
+	stateDir   string         // the dev server's state, removed by Close
+	apiLog     *slog.Logger   // the APIs' warnings, if kept (PAYMENTS_TEST_LOGS)
+	logs       []*os.File     // kept logs, closed by Close
+	listener   *runs.Listener // shared by the worker and the APIs on the Env's own client
+	bankURL    string         // where the Env's bank listens, or will
 }
 
 // Options change an Env from its defaults.
@@ -61,10 +65,14 @@ type Options struct {
 	DB       *pgxpool.Pool // the API's database, default the Env's
 	Temporal client.Client // the API's Temporal client, default the Env's (with eager start)
 
+	// How patient payouts are with the bank: defaults 2s, 200ms, 5s (milliseconds settle it).
+	BankRetryFor, BankPollAfter, ReturnWindow time.Duration
+
 	// For Start only.
 	DatabaseHost  string // host:port the Env reaches PostgreSQL through (a Proxy); default direct
 	NoWorker      bool   // run no worker here: the test runs its own (no eager start then)
 	TemporalState string // the dev server's SQLite file, so that RestartTemporal keeps its state
+	Bank          bool   // run a bank simulator for the Env (Env.Bank)
 }
 
 // Start brings up an Env on a fresh database for name (see FreshDatabase). Call it from TestMain
@@ -115,9 +123,10 @@ func Start(ctx context.Context, name string, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	e.Ledger = &ledger.Ledger{DB: e.DB}
+	e.bankURL = "http://" + FreeAddr()
 	if !o.NoWorker {
-		e.listener = transfers.NewListener()
-		e.Worker = app.New(e.DB, e.Temporal, settings(o), e.apiLog, e.listener).Worker()
+		e.listener = runs.NewListener()
+		e.Worker = app.New(e.DB, e.Temporal, e.settings(o), e.apiLog, e.listener).Worker()
 		if err := e.Worker.Start(); err != nil {
 			return nil, err
 		}
@@ -126,6 +135,15 @@ func Start(ctx context.Context, name string, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	e.serve(o)
+	if o.Bank {
+		dir := e.stateDir
+		if dir == "" {
+			dir = filepath.Dir(o.TemporalState)
+		}
+		if e.Bank, err = startBank(ctx, strings.TrimPrefix(e.bankURL, "http://"), e.Server.URL+"/v1/bank/events", dir); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
 }
 
@@ -168,7 +186,7 @@ func (e *Env) serve(o Options) {
 	if o.Temporal != nil {
 		temporal, listener = o.Temporal, nil
 	}
-	a := app.New(db, temporal, settings(o), e.apiLog, listener)
+	a := app.New(db, temporal, e.settings(o), e.apiLog, listener)
 	e.Transfers = a.Transfers
 	if *e.minTTL == 0 || e.Transfers.TTL < *e.minTTL {
 		*e.minTTL = e.Transfers.TTL
@@ -184,12 +202,14 @@ func (e *Env) NewWorker(c client.Client) sdkworker.Worker {
 	if c == nil {
 		c = e.Temporal
 	}
-	return app.New(e.DB, c, settings(Options{}), e.apiLog, nil).Worker()
+	return app.New(e.DB, c, e.settings(Options{}), e.apiLog, nil).Worker()
 }
 
-// settings are o's, or the defaults of the configuration.
-func settings(o Options) app.Settings {
-	return app.Settings{SyncWait: or(o.SyncWait, 10*time.Second), TTL: or(o.TTL, 24*time.Hour), RetryFor: or(o.RetryFor, 2*time.Minute)}
+// settings are o's, or the defaults of the configuration, with the Env's bank.
+func (e *Env) settings(o Options) app.Settings {
+	return app.Settings{SyncWait: or(o.SyncWait, 10*time.Second), TTL: or(o.TTL, 24*time.Hour), RetryFor: or(o.RetryFor, 2*time.Minute),
+		Bank: config.Bank{URL: e.bankURL, Secret: BankSecret, RetryFor: or(o.BankRetryFor, 2*time.Second),
+			PollAfter: or(o.BankPollAfter, 200*time.Millisecond), ReturnWindow: or(o.ReturnWindow, 5*time.Second)}}
 }
 
 // With returns e with a second HTTP API, configured by o, in front of the same database,
@@ -212,6 +232,7 @@ func or(d, def time.Duration) time.Duration {
 // Close stops everything Start started, drops the Env's database and removes the dev server's
 // state. It also undoes a Start that failed half-way.
 func (e *Env) Close() {
+	e.Bank.Stop()
 	if e.Server != nil {
 		e.Server.Close()
 	}

@@ -1,0 +1,119 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/payout"
+)
+
+// PayoutHold names the payout whose money HoldPayout holds, and the idempotency scope its first
+// answer is stored under.
+type PayoutHold struct {
+	PayoutID  string
+	OwnerID   string
+	Route     string
+	Key       string
+	ReplayFor Duration // how long the stored answer is replayed
+}
+
+// Scope is the idempotency scope the payout was requested in.
+func (h PayoutHold) Scope() idempotency.Scope {
+	return idempotency.Scope{OwnerID: h.OwnerID, Route: h.Route, Key: h.Key}
+}
+
+// Held is what holding a payout's money ended with: processing (held), or failed (not enough
+// available), and the first answer stored for it.
+type Held struct {
+	Status   payout.Status
+	Response idempotency.Response
+}
+
+// BankOutcome is what the bank says of a payout's payment: its id and status (bank.Pending,
+// Paid, Failed, Returned; "" when the bank never got the instruction) and the reason of a
+// failure or a return.
+type BankOutcome struct {
+	PaymentID string
+	Status    string
+	Reason    string
+}
+
+// ErrTypeBankRefused marks an instruction the bank refused for good: the payout fails at once.
+const ErrTypeBankRefused = "BankRefused"
+
+// HoldPayout holds the payout's money and stores its first answer, once, however often it is
+// called (ledger.PlaceHold).
+func (a *Activities) HoldPayout(ctx context.Context, h PayoutHold) (Held, error) {
+	po, resp, err := a.Ledger.PlaceHold(ctx, h.PayoutID, h.Scope(), time.Duration(h.ReplayFor), a.PayoutAnswer)
+	if errors.Is(err, ledger.ErrInvalidPosting) {
+		return Held{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidPosting, err)
+	}
+	if err != nil {
+		activity.GetLogger(ctx).Warn("holding failed; retrying", "payout_id", h.PayoutID, "err", err)
+		return Held{}, err
+	}
+	activity.GetLogger(ctx).Info("payout held", "payout_id", h.PayoutID, "status", po.Status)
+	if a.OnAnswer != nil {
+		a.OnAnswer.Answered(h.PayoutID, resp)
+	}
+	return Held{Status: po.Status, Response: resp}, nil
+}
+
+// SendPayout gives the bank the payout's instruction, under the key derived from the payout, and
+// records the bank's payment id. A bank that does not answer, or answers anything but yes or a
+// final no, leaves the outcome unknown: the activity is retried with the same key, and the bank
+// makes one payment. A final no fails the payout.
+func (a *Activities) SendPayout(ctx context.Context, in bank.Instruction) (BankOutcome, error) {
+	p, err := a.Bank.Send(ctx, in)
+	if errors.Is(err, bank.ErrRefused) {
+		return BankOutcome{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBankRefused, err)
+	}
+	if err != nil {
+		activity.GetLogger(ctx).Warn("the bank's answer is unknown; asking again with the same key", "payout_id", in.Reference, "err", err)
+		return BankOutcome{}, err
+	}
+	if err := a.Ledger.RecordBankPayment(ctx, in.Reference, p.ID); err != nil {
+		return BankOutcome{}, err
+	}
+	return outcomeOf(p), nil
+}
+
+// CheckPayout asks the bank how the payment of instruction key stands, when no callback came.
+func (a *Activities) CheckPayout(ctx context.Context, key string) (BankOutcome, error) {
+	p, found, err := a.Bank.Find(ctx, key)
+	if err != nil || !found {
+		return BankOutcome{}, err
+	}
+	if err := a.Ledger.RecordBankPayment(ctx, p.Reference, p.ID); err != nil {
+		return BankOutcome{}, err
+	}
+	return outcomeOf(p), nil
+}
+
+func outcomeOf(p bank.Payment) BankOutcome {
+	o := BankOutcome{PaymentID: p.ID, Status: p.Status}
+	if p.Reason != nil {
+		o.Reason = *p.Reason
+	}
+	return o
+}
+
+// SettlePayout ends the payout as the bank said, once: paid (the hold posted) or failed for
+// reason (the hold released).
+func (a *Activities) SettlePayout(ctx context.Context, payoutID string, paid bool, reason string) (payout.Status, error) {
+	po, err := a.Ledger.SettlePayout(ctx, payoutID, paid, reason)
+	return po.Status, err
+}
+
+// ReturnPayout credits a paid payout back, once, when its beneficiary's bank returned it.
+func (a *Activities) ReturnPayout(ctx context.Context, payoutID, reason string) (payout.Status, error) {
+	po, err := a.Ledger.ReturnPayout(ctx, payoutID, reason)
+	return po.Status, err
+}

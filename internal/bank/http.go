@@ -1,0 +1,111 @@
+package bank
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// HTTP is the Rail of a bank speaking the protocol of docs/bank.md over HTTP (the simulator).
+type HTTP struct {
+	BaseURL string       // e.g. http://localhost:8090
+	Client  *http.Client // nil: a client with a 10 s timeout
+}
+
+func (h *HTTP) client() *http.Client {
+	if h.Client != nil {
+		return h.Client
+	}
+	return &http.Client{Timeout: 10 * time.Second}
+}
+
+// Send posts the instruction with its key. A 2xx is the payment; 409 (the key with another
+// instruction) and 422 are refusals; anything else, a timeout included, is an unknown outcome.
+func (h *HTTP) Send(ctx context.Context, in Instruction) (Payment, error) {
+	body, _ := json.Marshal(map[string]any{"amount_minor": in.AmountMinor, "currency": in.Currency,
+		"destination": in.Destination, "reference": in.Reference})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.BaseURL+"/payments", bytes.NewReader(body))
+	if err != nil {
+		return Payment{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", in.Key)
+	var p Payment
+	status, raw, err := h.do(req, &p)
+	switch {
+	case err != nil:
+		return Payment{}, err
+	case status == http.StatusOK || status == http.StatusCreated:
+		return p, nil
+	case status == http.StatusConflict || status == http.StatusUnprocessableEntity:
+		return Payment{}, fmt.Errorf("%w: %d %s", ErrRefused, status, raw)
+	default:
+		return Payment{}, fmt.Errorf("the bank answered %d: %s", status, raw)
+	}
+}
+
+// Find asks the bank for the payment of instruction key.
+func (h *HTTP) Find(ctx context.Context, key string) (Payment, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.BaseURL+"/payments?idempotency_key="+url.QueryEscape(key), nil)
+	if err != nil {
+		return Payment{}, false, err
+	}
+	var p Payment
+	status, raw, err := h.do(req, &p)
+	switch {
+	case err != nil:
+		return Payment{}, false, err
+	case status == http.StatusOK:
+		return p, true, nil
+	case status == http.StatusNotFound:
+		return Payment{}, false, nil
+	default:
+		return Payment{}, false, fmt.Errorf("the bank answered %d: %s", status, raw)
+	}
+}
+
+// Statement lists the bank's payments.
+func (h *HTTP) Statement(ctx context.Context) ([]Payment, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.BaseURL+"/payments", nil)
+	if err != nil {
+		return nil, err
+	}
+	var page struct {
+		Data []Payment `json:"data"`
+	}
+	status, raw, err := h.do(req, &page)
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("the bank answered %d: %s", status, raw)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if page.Data == nil {
+		page.Data = []Payment{} // no payments, and a statement that says so
+	}
+	return page.Data, nil
+}
+
+// do sends req and decodes a 2xx answer into out; it returns the status and the raw body.
+func (h *HTTP) do(req *http.Request, out any) (int, []byte, error) {
+	resp, err := h.client().Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("the bank did not answer: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, nil, fmt.Errorf("reading the bank's answer: %w", err)
+	}
+	if resp.StatusCode/100 == 2 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return 0, raw, fmt.Errorf("the bank's answer is not a payment: %w", err)
+		}
+	}
+	return resp.StatusCode, raw, nil
+}

@@ -1,0 +1,248 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/payout"
+)
+
+// Payout is a payout as the API shows it.
+type Payout struct {
+	ID            string           `json:"id"`
+	Status        payout.Status    `json:"status"`
+	AccountID     string           `json:"account_id"`
+	AmountMinor   int64            `json:"amount_minor"`
+	Currency      string           `json:"currency"`
+	Destination   bank.Destination `json:"destination"`
+	Description   string           `json:"description"`
+	WorkflowID    string           `json:"workflow_id"`
+	BankPaymentID *string          `json:"bank_payment_id"`
+	CreatedAt     time.Time        `json:"created_at"`
+	PaidAt        *time.Time       `json:"paid_at"`
+	FailedAt      *time.Time       `json:"failed_at"`
+	ReturnedAt    *time.Time       `json:"returned_at"`
+	FailureReason *string          `json:"failure_reason"`
+}
+
+// PayoutAnswer is the first answer to a payout, in the shape of the edge that received it
+// (api.PayoutAnswer): stored in the transaction that holds its money, replayed byte for byte.
+type PayoutAnswer func(Payout) idempotency.Response
+
+// ReasonInsufficientFunds is the failure_reason of a payout refused at once.
+const ReasonInsufficientFunds = "insufficient funds"
+
+const payoutColumns = `id, status, account_id, amount_minor, currency, destination_account_number,
+	destination_bank_code, description, workflow_id, bank_payment_id, created_at, paid_at, failed_at,
+	returned_at, failure_reason`
+
+func scanPayout(row pgx.Row) (Payout, error) {
+	var p Payout
+	err := row.Scan(&p.ID, &p.Status, &p.AccountID, &p.AmountMinor, &p.Currency, &p.Destination.AccountNumber,
+		&p.Destination.BankCode, &p.Description, &p.WorkflowID, &p.BankPaymentID, &p.CreatedAt, &p.PaidAt,
+		&p.FailedAt, &p.ReturnedAt, &p.FailureReason)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, ErrNotFound
+	}
+	p.CreatedAt = UTC(p.CreatedAt)
+	for _, t := range []**time.Time{&p.PaidAt, &p.FailedAt, &p.ReturnedAt} {
+		if *t != nil {
+			u := UTC(**t)
+			*t = &u
+		}
+	}
+	return p, err
+}
+
+// ReturnID is the id of the posting that credits a returned payout back.
+func ReturnID(payoutID string) string { return "rt_" + strings.TrimPrefix(payoutID, "po_") }
+
+// InsertPayout records a payout, processing, when its request is claimed and before its
+// workflow starts, so that it can be read at once. No money is held yet: PlaceHold holds it.
+func InsertPayout(ctx context.Context, q database.Querier, p Payout) error {
+	_, err := q.Exec(ctx, `
+		INSERT INTO payouts (id, status, account_id, amount_minor, currency, destination_account_number,
+			destination_bank_code, description, workflow_id)
+		VALUES ($1, 'processing', $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (id) DO NOTHING`,
+		p.ID, p.AccountID, p.AmountMinor, p.Currency, p.Destination.AccountNumber, p.Destination.BankCode,
+		p.Description, p.WorkflowID)
+	return err
+}
+
+// Payout returns payout id if ownerID holds its account (any owner when empty).
+func (l *Ledger) Payout(ctx context.Context, ownerID, id string) (Payout, error) {
+	return scanPayout(l.DB.QueryRow(ctx, `
+		SELECT `+payoutColumns+` FROM payouts p
+		WHERE id = $1 AND ($2 = '' OR EXISTS (SELECT 1 FROM accounts a WHERE a.id = p.account_id AND a.owner_id = $2))`,
+		id, ownerID))
+}
+
+// lockPayout reads payout id and locks it for the rest of tx: the one order every change of a
+// payout takes its locks in is this row first, then its accounts in id order.
+func lockPayout(ctx context.Context, tx pgx.Tx, id string) (Payout, error) {
+	return scanPayout(tx.QueryRow(ctx, `SELECT `+payoutColumns+` FROM payouts WHERE id = $1 FOR UPDATE`, id))
+}
+
+// PlaceHold holds the money of payout id, once however often it is called: if its account has
+// the amount available, a hold of it (the available balance drops, the posted one does not);
+// otherwise the payout fails for insufficient funds. The first answer, made by answer, is stored
+// under scope in the same transaction; called again, it returns the stored answer.
+func (l *Ledger) PlaceHold(ctx context.Context, id string, scope idempotency.Scope, ttl time.Duration, answer PayoutAnswer) (po Payout, resp idempotency.Response, err error) {
+	err = l.InTx(ctx, func(tx pgx.Tx) error {
+		if po, err = lockPayout(ctx, tx, id); err != nil {
+			return err
+		}
+		var held bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM holds WHERE payout_id = $1)`, id).Scan(&held); err != nil {
+			return err
+		}
+		if held || po.Status != payout.Processing { // held (or refused) before
+			resp, err = storedPayoutAnswer(ctx, tx, scope, po, answer)
+			return err
+		}
+		accounts, err := lockAccounts(ctx, tx, po.AccountID)
+		if err != nil {
+			return err
+		}
+		acc := accounts[po.AccountID]
+		if acc.Kind != KindCustomer || acc.Currency != po.Currency {
+			return fmt.Errorf("%w: payout in %s from a %s account in %s", ErrInvalidPosting, po.Currency, acc.Kind, acc.Currency)
+		}
+		if acc.AvailableMinor < po.AmountMinor {
+			po, err = endPayout(ctx, tx, id, payout.Failed, "failed_at", ReasonInsufficientFunds)
+		} else {
+			po, err = hold(ctx, tx, po)
+		}
+		if err != nil {
+			return err
+		}
+		resp = answer(po)
+		return idempotency.Complete(ctx, tx, scope, resp, ttl)
+	})
+	return po, resp, err
+}
+
+func hold(ctx context.Context, tx pgx.Tx, po Payout) (Payout, error) {
+	_, err := tx.Exec(ctx, `
+		WITH h AS (INSERT INTO holds (payout_id, account_id, amount_minor, status) VALUES ($1, $2, $3, 'open'))
+		UPDATE accounts SET held_minor = held_minor + $3 WHERE id = $2`, po.ID, po.AccountID, po.AmountMinor)
+	return po, err
+}
+
+// storedPayoutAnswer is the answer stored when po's money was held (or refused), or made again
+// by answer when its record has expired and been deleted.
+func storedPayoutAnswer(ctx context.Context, q database.Querier, s idempotency.Scope, po Payout, answer PayoutAnswer) (idempotency.Response, error) {
+	rec, found, err := idempotency.Lookup(ctx, q, s)
+	if err != nil {
+		return idempotency.Response{}, err
+	}
+	if found && rec.Response != nil && rec.ResourceID == po.ID {
+		return *rec.Response, nil
+	}
+	return answer(po), nil
+}
+
+// endPayout sets payout id's status, the time column of it, and the reason.
+func endPayout(ctx context.Context, tx pgx.Tx, id string, status payout.Status, at, reason string) (Payout, error) {
+	return scanPayout(tx.QueryRow(ctx, `
+		UPDATE payouts SET status = $2, `+at+` = now(), failure_reason = COALESCE(NULLIF($3, ''), failure_reason)
+		WHERE id = $1 RETURNING `+payoutColumns, id, status, reason))
+}
+
+// ErrSecondBankPayment is a payout the bank reports a second, different payment for: the bank
+// must make one payment per payout (invariant 8); an operator must look.
+var ErrSecondBankPayment = errors.New("the bank reports a second payment for one payout")
+
+// RecordBankPayment notes the bank's id of payout id's payment.
+func (l *Ledger) RecordBankPayment(ctx context.Context, id, paymentID string) error {
+	var recorded *string
+	err := l.DB.QueryRow(ctx, `
+		UPDATE payouts SET bank_payment_id = COALESCE(bank_payment_id, $2) WHERE id = $1
+		RETURNING bank_payment_id`, id, paymentID).Scan(&recorded)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err == nil && (recorded == nil || *recorded != paymentID) {
+		return fmt.Errorf("%w: payout %s, payments %v and %s", ErrSecondBankPayment, id, recorded, paymentID)
+	}
+	return err
+}
+
+// SettlePayout ends payout id as the bank said: paid, its hold posted to the currency's
+// settlement account (the money leaves); or failed for reason, its hold released (the money is
+// available again). A payout no longer processing is returned as it stands: the bank's outcome
+// is applied once, however often it is told.
+func (l *Ledger) SettlePayout(ctx context.Context, id string, paid bool, reason string) (po Payout, err error) {
+	err = l.InTx(ctx, func(tx pgx.Tx) error {
+		if po, err = lockPayout(ctx, tx, id); err != nil || po.Status != payout.Processing {
+			return err
+		}
+		if paid {
+			if _, _, err := post(ctx, tx, Posting{TransferID: po.ID, WorkflowID: po.WorkflowID, From: po.AccountID,
+				To: SettlementAccountID(po.Currency), AmountMinor: po.AmountMinor, Currency: po.Currency,
+				Description: "payout " + po.ID, Kind: KindPayout}, nil); err != nil {
+				return err
+			}
+			po, err = endPayout(ctx, tx, id, payout.Paid, "paid_at", "")
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			WITH h AS (UPDATE holds SET status = 'released', ended_at = now() WHERE payout_id = $1 AND status = 'open' RETURNING account_id, amount_minor)
+			UPDATE accounts a SET held_minor = held_minor - h.amount_minor FROM h WHERE a.id = h.account_id`, id); err != nil {
+			return err
+		}
+		po, err = endPayout(ctx, tx, id, payout.Failed, "failed_at", reason)
+		return err
+	})
+	return po, err
+}
+
+// ReturnPayout credits a paid payout back to its account, as postings of their own, when its
+// beneficiary's bank sent it back for reason. A payout already returned is returned as it stands.
+func (l *Ledger) ReturnPayout(ctx context.Context, id, reason string) (po Payout, err error) {
+	err = l.InTx(ctx, func(tx pgx.Tx) error {
+		if po, err = lockPayout(ctx, tx, id); err != nil || po.Status == payout.Returned {
+			return err
+		}
+		if po.Status != payout.Paid {
+			return fmt.Errorf("%w: payout %s is %s, not paid", ErrInvalidPosting, id, po.Status)
+		}
+		if _, _, err := post(ctx, tx, Posting{TransferID: ReturnID(po.ID), WorkflowID: po.WorkflowID,
+			From: SettlementAccountID(po.Currency), To: po.AccountID, AmountMinor: po.AmountMinor, Currency: po.Currency,
+			Description: "return of payout " + po.ID, Kind: KindReturn}, nil); err != nil {
+			return err
+		}
+		po, err = endPayout(ctx, tx, id, payout.Returned, "returned_at", reason)
+		return err
+	})
+	return po, err
+}
+
+// StaleClaims returns up to limit payouts still processing without a hold, claimed more than
+// olderThan ago: claims whose workflow never started, or ended before it held their money.
+func (l *Ledger) StaleClaims(ctx context.Context, olderThan time.Duration, limit int) ([]Payout, error) {
+	rows, err := l.DB.Query(ctx, `SELECT `+payoutColumns+` FROM payouts p
+		WHERE status = 'processing' AND created_at < now() - $1::interval
+			AND NOT EXISTS (SELECT 1 FROM holds h WHERE h.payout_id = p.id)
+		ORDER BY created_at LIMIT $2`, olderThan, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Payout, error) { return scanPayout(row) })
+}
+
+// PayoutsUnder counts the payouts made under workflow ID id: one per use of its key.
+func PayoutsUnder(ctx context.Context, q database.Querier, id string) (int, error) {
+	var n int
+	err := q.QueryRow(ctx, `SELECT count(*) FROM payouts WHERE workflow_id = $1`, id).Scan(&n)
+	return n, err
+}

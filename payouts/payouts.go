@@ -1,0 +1,226 @@
+// Package payouts submits payouts (money out through the bank) and delivers the bank's payment
+// callbacks to their runs; package payins receives the bank's credits. A payout is claimed
+// under its idempotency scope and run as the workflow payout/<owner>/<key>; its first answer
+// (201 processing, or 422 insufficient-funds) is stored when its money is held.
+package payouts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/outage"
+	"github.com/payments/payments/internal/runs"
+	"github.com/payments/payments/workflows"
+)
+
+// Service submits payouts.
+type Service struct {
+	Ledger       *ledger.Ledger
+	Temporal     client.Client
+	SyncWait     time.Duration // how long Submit waits for the first answer
+	TTL          time.Duration // how long the first answer is replayed
+	RetryFor     time.Duration // how long holding the money retries technical failures
+	BankRetryFor time.Duration // how long a run keeps giving the bank its instruction
+	PollAfter    time.Duration // how long a run waits for a callback before asking the bank
+	ReturnWindow time.Duration // how long after paid a return is awaited
+	Eager        bool          // start runs on the worker in this process
+	Listener     *runs.Listener
+}
+
+// Request is a payout whose account and currency the caller has already checked.
+type Request struct {
+	Scope       idempotency.Scope
+	Fingerprint []byte
+	AccountID   string
+	AmountMinor int64
+	Currency    string
+	Destination bank.Destination
+	Description string
+}
+
+// Answer is how a submission ended: the first answer as stored (Response), or, when the money
+// is not held yet after the wait, the payout (Pending). Replayed is true when an earlier request
+// with the same key started the payout.
+type Answer struct {
+	idempotency.Response
+	Pending  *ledger.Payout
+	Replayed bool
+	PayoutID string
+}
+
+// memoPayoutID names the memo field holding the payout a run makes.
+const memoPayoutID = "payout_id"
+
+// Submit runs the payout once per scope: claims it, starts its run (or finds it), and waits for
+// its first answer, stored when the run holds the money. The error, when not nil, is
+// idempotency.ErrReused, a *runs.InUseError, an outage, or PostgreSQL's refusal of a value.
+// Like a transfer's, the claim and the start do not follow the client's context.
+func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
+	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.SyncWait, 5*time.Second))
+	defer cancel()
+	in, rec, created, err := s.claim(startCtx, r)
+	if err != nil {
+		return Answer{}, database.Outage(err)
+	}
+	answer := Answer{PayoutID: in.PayoutID, Replayed: !created}
+	if rec.Response != nil {
+		answer.Response = *rec.Response
+		return answer, nil
+	}
+	var held <-chan idempotency.Response
+	if s.Listener != nil {
+		var stop func()
+		held, stop = s.Listener.Listen(in.PayoutID)
+		defer stop()
+	}
+	if _, err := s.operation(in).Start(startCtx); err != nil {
+		return answer, err
+	}
+	resp, err := s.wait(ctx, in, held)
+	switch {
+	case err == nil:
+		answer.Response = resp
+		return answer, nil
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		po, err := s.Ledger.Payout(ctx, "", in.PayoutID)
+		if err != nil {
+			return answer, database.Outage(err)
+		}
+		if created {
+			answer.Pending = &po // 202: accepted, its money not held yet
+			return answer, nil
+		}
+		return answer, &runs.InUseError{ID: in.PayoutID, WorkflowID: in.WorkflowID}
+	default:
+		return answer, database.Outage(err)
+	}
+}
+
+// wait returns the first answer of the payout, from the worker in this process if it holds the
+// money here (held), or from the ledger, where it is stored: read every few milliseconds, for at
+// most SyncWait. A payout's run goes on for days, so its result is no answer to wait for.
+func (s *Service) wait(ctx context.Context, in workflows.PayoutInput, held <-chan idempotency.Response) (idempotency.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.SyncWait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-held:
+			return r, nil
+		case <-ctx.Done():
+			return idempotency.Response{}, ctx.Err()
+		case <-tick.C:
+			rec, found, err := idempotency.Lookup(ctx, s.Ledger.DB, in.Scope())
+			if err != nil && ctx.Err() == nil {
+				return idempotency.Response{}, err
+			}
+			if found && rec.Response != nil && rec.ResourceID == in.PayoutID {
+				return *rec.Response, nil
+			}
+		}
+	}
+}
+
+// claim writes the idempotency record and the payout, processing, in one transaction.
+func (s *Service) claim(ctx context.Context, r Request) (in workflows.PayoutInput, rec idempotency.Record, created bool, err error) {
+	err = s.Ledger.InTx(ctx, func(tx pgx.Tx) error {
+		uses, err := ledger.PayoutsUnder(ctx, tx, r.Scope.WorkflowID())
+		if err != nil {
+			return err
+		}
+		rec, created, err = idempotency.Claim(ctx, tx, r.Scope, r.Fingerprint, r.Scope.PayoutID(uses))
+		in = s.input(r, rec.ResourceID)
+		if err != nil || !created {
+			return err
+		}
+		return ledger.InsertPayout(ctx, tx, ledger.Payout{ID: in.PayoutID, AccountID: in.AccountID, AmountMinor: in.AmountMinor,
+			Currency: in.Currency, Destination: in.Destination, Description: in.Description, WorkflowID: in.WorkflowID})
+	})
+	return in, rec, created && err == nil, err
+}
+
+func (s *Service) input(r Request, payoutID string) workflows.PayoutInput {
+	return workflows.PayoutInput{
+		PayoutHold: activities.PayoutHold{PayoutID: payoutID, OwnerID: r.Scope.OwnerID, Route: r.Scope.Route,
+			Key: r.Scope.Key, ReplayFor: activities.Duration(s.TTL)},
+		WorkflowID: r.Scope.WorkflowID(), AccountID: r.AccountID, AmountMinor: r.AmountMinor, Currency: r.Currency,
+		Destination: r.Destination, Description: r.Description,
+		RetryFor: activities.Duration(s.RetryFor), BankRetryFor: activities.Duration(s.BankRetryFor),
+		PollAfter: activities.Duration(s.PollAfter), ReturnWindow: activities.Duration(s.ReturnWindow),
+	}
+}
+
+func (s *Service) operation(in workflows.PayoutInput) runs.Operation {
+	return runs.Operation{
+		Client: s.Temporal,
+		Options: client.StartWorkflowOptions{
+			ID:        in.WorkflowID,
+			TaskQueue: workflows.TaskQueue,
+			// A payout that completed (paid, failed, returned) is never repeated; a run that failed
+			// (the bank down for longer than BankRetryFor) may be run again, and asks the bank again
+			// under the same key.
+			WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+			EnableEagerStart:      s.Eager,
+			TypedSearchAttributes: workflows.PayoutSearchAttributes(in),
+			StaticSummary:         workflows.PayoutSummary(in),
+		},
+		Workflow: workflows.Payout,
+		Input:    in,
+		MemoKey:  memoPayoutID,
+		ID:       in.PayoutID,
+		Lock: func(ctx context.Context, f func() error) error {
+			return database.Outage(s.Ledger.InTx(ctx, func(tx pgx.Tx) error {
+				if err := idempotency.Lock(ctx, tx, in.Scope()); err != nil {
+					return err
+				}
+				return f()
+			}))
+		},
+	}
+}
+
+// Deliver hands a verified bank event about a payment to the run of the payout it names, as an
+// Update whose ID is the event's id: delivered twice, it is applied once. It returns what became
+// of it, for the record: delivered; unmatched (no such payout); late (the payout's run has
+// ended: a return after its window, or an event the run no longer waits for); rejected (the run
+// refused it). An error is Temporal unreachable: the bank is answered so, and sends it again.
+func (s *Service) Deliver(ctx context.Context, e bank.Event) (string, error) {
+	po, err := s.Ledger.Payout(ctx, "", e.Data.Reference)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return "unmatched", nil
+	}
+	if err != nil {
+		return "", database.Outage(err)
+	}
+	h, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: po.WorkflowID, UpdateID: e.ID, UpdateName: workflows.BankEventUpdate,
+		Args: []any{workflows.BankEvent{ID: e.ID, Type: e.Type, PaymentID: e.Data.PaymentID,
+			Reference: e.Data.Reference, Reason: e.Data.Reason}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	var closed *serviceerror.NotFound // the workflow has no open run to take it
+	if err == nil {
+		return "delivered", nil
+	} else if errors.As(err, &closed) {
+		return "late", nil
+	} else if o, ok := outage.As(runs.TemporalError(err)); ok {
+		return "", o
+	}
+	return fmt.Sprintf("rejected: %v", err), nil // the run's validator refused it
+}

@@ -1,0 +1,35 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/payments/payments/activities"
+)
+
+// PayinInput is what a payin workflow takes: the bank's credit, as its verified event said.
+type PayinInput struct {
+	activities.Credit
+	RetryFor activities.Duration // how long crediting retries technical failures (DefaultRetryFor when 0)
+}
+
+// PayinOutcome is what a payin workflow returns: the payin, credited or unmatched.
+type PayinOutcome = activities.Credited
+
+// PayinSummary is the one line the Temporal UI shows for a payin.
+func PayinSummary(in PayinInput) string {
+	return fmt.Sprintf("payin of %s %s minor for account number %s (bank event %s)", groupThousands(in.AmountMinor),
+		in.Currency, in.AccountNumber, in.BankEventID)
+}
+
+// Payin credits money that arrived through the bank, once per bank event: the workflow ID is the
+// event's (payin/<bank event id>), and the ledger credits it in the same transaction as it
+// records the event's payin.
+func Payin(ctx workflow.Context, in PayinInput) (PayinOutcome, error) {
+	var a *activities.Activities
+	ctx = workflow.WithLocalActivityOptions(ctx, ledgerOptions(in.RetryFor))
+	var out PayinOutcome
+	err := workflow.ExecuteLocalActivity(ctx, a.CreditPayin, in.Credit).Get(ctx, &out)
+	return out, err
+}

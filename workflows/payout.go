@@ -1,0 +1,277 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/payout"
+)
+
+// PayoutInput is what a payout workflow takes: the payout (its id, derived from the request
+// alone, and the scope its first answer is stored under), what to pay where, and how patient to
+// be with the bank.
+type PayoutInput struct {
+	activities.PayoutHold
+	WorkflowID   string
+	AccountID    string
+	AmountMinor  int64
+	Currency     string
+	Destination  bank.Destination
+	Description  string
+	RetryFor     activities.Duration // how long holding the money retries technical failures
+	BankRetryFor activities.Duration // how long to keep giving the bank the instruction before the run fails
+	PollAfter    activities.Duration // how long to wait for the bank's callback before asking it
+	ReturnWindow activities.Duration // how long after it is paid a return is still awaited
+}
+
+// Instruction is what the bank is asked to pay: keyed by the payout id, so that every retry,
+// re-run and Reset asks for the same payment.
+func (in PayoutInput) Instruction() bank.Instruction {
+	return bank.Instruction{Key: in.PayoutID, AmountMinor: in.AmountMinor, Currency: in.Currency,
+		Destination: in.Destination, Reference: in.PayoutID}
+}
+
+// PayoutOutcome is what a payout workflow returns: the payout's final status, and its first
+// answer (201 processing, or 422 insufficient-funds), which the API sends as it is.
+type PayoutOutcome struct {
+	Status   payout.Status
+	Response idempotency.Response
+}
+
+// BankEventUpdate is the Update that delivers a bank callback about the payout to its run. Its
+// ID is the bank's event id: Temporal applies an Update of one ID once per run, so a callback
+// the bank sends twice changes nothing the second time.
+const BankEventUpdate = "bank-event"
+
+// BankEvent is a bank callback about a payout's payment.
+type BankEvent struct {
+	ID        string
+	Type      string // bank.PaymentPaid, PaymentFailed, PaymentReturned
+	PaymentID string
+	Reference string // the payout id
+	Reason    string
+}
+
+// Payout search attribute: where the payout stands, including what its run waits for.
+var PayoutStatus = temporal.NewSearchAttributeKeyKeyword("PayoutStatus")
+
+// Defaults where a payout's input does not say.
+const (
+	DefaultBankRetryFor = 24 * time.Hour
+	DefaultPollAfter    = time.Minute
+	DefaultReturnWindow = 7 * 24 * time.Hour
+	maxPollInterval     = time.Hour
+)
+
+// PayoutSearchAttributes are the attributes a payout starts with.
+func PayoutSearchAttributes(in PayoutInput) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(
+		PayoutStatus.ValueSet(string(payout.Holding)),
+		FromAccount.ValueSet(in.AccountID),
+		Currency.ValueSet(in.Currency),
+		AmountMinor.ValueSet(in.AmountMinor),
+	)
+}
+
+// PayoutSummary is the one line the Temporal UI shows for a payout.
+func PayoutSummary(in PayoutInput) string {
+	return fmt.Sprintf("payout of %s %s minor from %s to %s at %s", groupThousands(in.AmountMinor), in.Currency,
+		in.AccountID, in.Destination.AccountNumber, in.Destination.BankCode)
+}
+
+// Payout moves money out through the bank. It holds the money (a local activity, answered at
+// once like a transfer's posting: 201 processing, or 422 for insufficient funds), gives the bank
+// the instruction (a regular activity, retried while the bank does not answer: a timeout is an
+// unknown outcome, and the same key makes one payment), then waits for the bank's outcome: a
+// callback delivered as an Update, or, when none comes in time, its own question to the bank.
+// Paid: the hold is posted to the settlement account; then a return is awaited for
+// ReturnWindow, and credits the money back if it comes. Failed: the hold is released.
+func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
+	var a *activities.Activities
+	run := &payoutRun{id: in.PayoutID}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, BankEventUpdate, run.receive,
+		workflow.UpdateHandlerOptions{Validator: run.validate}); err != nil {
+		return PayoutOutcome{}, err
+	}
+	holdCtx := workflow.WithLocalActivityOptions(ctx, ledgerOptions(in.RetryFor))
+	var held activities.Held
+	if err := workflow.ExecuteLocalActivity(holdCtx, a.HoldPayout, in.PayoutHold).Get(holdCtx, &held); err != nil {
+		return PayoutOutcome{}, err
+	}
+	out := PayoutOutcome{Status: held.Status, Response: held.Response}
+	if held.Status != payout.Processing { // refused for insufficient funds: nothing held, nothing sent
+		setPayoutStatus(ctx, held.Status)
+		return out, nil
+	}
+
+	setPayoutStatus(ctx, payout.Sending)
+	var sent activities.BankOutcome
+	err := workflow.ExecuteActivity(bankOptions(ctx, in), a.SendPayout, in.Instruction()).Get(ctx, &sent)
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeBankRefused {
+		out.Status, err = settle(ctx, a, in, bank.Failed, "refused by the bank")
+		return out, err
+	}
+	if err != nil { // the bank did not answer for BankRetryFor: the money stays held; rerun failed sends again
+		return out, err
+	}
+	run.note(sent.Status, sent.Reason)
+
+	setPayoutStatus(ctx, payout.AwaitingBank)
+	run.await(ctx, a, in, func() bool { return run.status != bank.Pending && run.status != "" }, time.Duration(in.PollAfter))
+	// A ledger that cannot take the outcome for RetryFor fails the run, the money still held:
+	// rerun failed asks the bank again (same key) and settles it.
+	if out.Status, err = settle(ctx, a, in, run.status, run.reason); err != nil || out.Status != payout.Paid {
+		return out, err
+	}
+	// Paid: a return may still come, for ReturnWindow; asked for once at its end if no callback came.
+	returned := func() bool { return run.status == bank.Returned }
+	if !returned() {
+		window := time.Duration(in.ReturnWindow)
+		if window <= 0 {
+			window = DefaultReturnWindow
+		}
+		run.await(ctx, a, in, returned, window)
+	}
+	if returned() {
+		out.Status, err = settleReturn(ctx, a, in, run.reason)
+	}
+	return out, err
+}
+
+// payoutRun is what a payout's run has heard from the bank.
+type payoutRun struct {
+	id     string
+	status string // the bank's: "", pending, paid, failed, returned
+	reason string
+}
+
+func (r *payoutRun) validate(_ workflow.Context, e BankEvent) error {
+	if e.Reference != r.id {
+		return fmt.Errorf("event %s is about %s, not payout %s", e.ID, e.Reference, r.id)
+	}
+	switch e.Type {
+	case bank.PaymentPaid, bank.PaymentFailed, bank.PaymentReturned:
+		return nil
+	}
+	return fmt.Errorf("event %s of type %s is not about a payment", e.ID, e.Type)
+}
+
+func (r *payoutRun) receive(_ workflow.Context, e BankEvent) error {
+	switch e.Type {
+	case bank.PaymentPaid:
+		r.note(bank.Paid, "")
+	case bank.PaymentFailed:
+		r.note(bank.Failed, e.Reason)
+	case bank.PaymentReturned:
+		r.note(bank.Returned, e.Reason)
+	}
+	return nil
+}
+
+// note takes what the bank says, in whatever order it says it: a payment only moves forward
+// (pending → paid or failed; paid → returned), so a late or repeated word cannot undo a later
+// one. A return heard while still pending implies the payment was paid first.
+func (r *payoutRun) note(status, reason string) {
+	rank := map[string]int{"": 0, bank.Pending: 1, bank.Paid: 2, bank.Failed: 2, bank.Returned: 3}
+	if rank[status] > rank[r.status] && !(r.status == bank.Failed && status == bank.Returned) {
+		r.status = status
+		if reason != "" {
+			r.reason = reason
+		}
+	}
+}
+
+// await waits until done, for callbacks, asking the bank itself each time the wait runs out
+// (after first, then twice as long each time, up to an hour) and, when first is the whole
+// window (a return's), once at its end.
+func (r *payoutRun) await(ctx workflow.Context, a *activities.Activities, in PayoutInput, done func() bool, first time.Duration) {
+	if first <= 0 {
+		first = DefaultPollAfter
+	}
+	for wait := first; !done(); wait = min(2*wait, max(first, maxPollInterval)) {
+		if ok, _ := workflow.AwaitWithTimeout(ctx, wait, done); ok {
+			return
+		}
+		var o activities.BankOutcome
+		checkCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}})
+		if err := workflow.ExecuteActivity(checkCtx, a.CheckPayout, in.PayoutID).Get(ctx, &o); err == nil {
+			r.note(o.Status, o.Reason)
+		}
+		if wait == first && first >= maxPollInterval { // a return's window: asked once at its end
+			return
+		}
+	}
+}
+
+// settle applies the bank's outcome to the ledger: paid or failed (or returned, which was paid
+// first), and returns the payout's status.
+func settle(ctx workflow.Context, a *activities.Activities, in PayoutInput, status, reason string) (payout.Status, error) {
+	ctx = workflow.WithLocalActivityOptions(ctx, ledgerOptions(0))
+	var st payout.Status
+	if err := workflow.ExecuteLocalActivity(ctx, a.SettlePayout, in.PayoutID, status != bank.Failed, reason).Get(ctx, &st); err != nil {
+		return payout.Processing, err
+	}
+	setPayoutStatus(ctx, st)
+	return st, nil
+}
+
+func settleReturn(ctx workflow.Context, a *activities.Activities, in PayoutInput, reason string) (payout.Status, error) {
+	ctx = workflow.WithLocalActivityOptions(ctx, ledgerOptions(0))
+	var st payout.Status
+	if err := workflow.ExecuteLocalActivity(ctx, a.ReturnPayout, in.PayoutID, reason).Get(ctx, &st); err != nil {
+		return payout.Paid, err
+	}
+	setPayoutStatus(ctx, st)
+	return st, nil
+}
+
+// bankOptions are the instruction's: retried with backoff while the bank does not answer, for
+// BankRetryFor; a final no from the bank is not retried.
+func bankOptions(ctx workflow.Context, in PayoutInput) workflow.Context {
+	retryFor := time.Duration(in.BankRetryFor)
+	if retryFor <= 0 {
+		retryFor = DefaultBankRetryFor
+	}
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: retryFor,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        time.Minute,
+			NonRetryableErrorTypes: []string{activities.ErrTypeBankRefused, activities.ErrTypeInvalidPosting},
+		},
+	})
+}
+
+// ledgerOptions are those of a step in the ledger: a local activity retried through technical
+// failures for retryFor (DefaultRetryFor when 0).
+func ledgerOptions(retryFor activities.Duration) workflow.LocalActivityOptions {
+	d := time.Duration(retryFor)
+	if d <= 0 {
+		d = DefaultRetryFor
+	}
+	return workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: d,
+		StartToCloseTimeout:    10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        50 * time.Millisecond,
+			BackoffCoefficient:     2,
+			MaximumInterval:        5 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidPosting},
+		},
+	}
+}
+
+func setPayoutStatus(ctx workflow.Context, status payout.Status) {
+	_ = workflow.UpsertTypedSearchAttributes(ctx, PayoutStatus.ValueSet(string(status)))
+}
