@@ -55,3 +55,24 @@ func (s *Service) Options(in workflows.PayinInput) client.StartWorkflowOptions {
 		StaticSummary:                            workflows.PayinSummary(in),
 	}
 }
+
+// RerunFailed finds the payin workflows whose latest run failed, was terminated or timed out,
+// and runs each again: the ledger credits each bank event at most once however often this runs.
+func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(runs.Rerun)) error {
+	return runs.EachFailed(ctx, s.Temporal, "Payin", since, func(id string) {
+		var in workflows.PayinInput
+		run, r := runs.Restart(ctx, s.Temporal, id, func(input func(any) error) (runs.Operation, error) {
+			err := input(&in)
+			return runs.Operation{Options: s.Options(in), Workflow: workflows.Payin, Input: in, ID: in.BankEventID}, err
+		})
+		if run != nil {
+			var out workflows.PayinOutcome
+			if err := run.Get(ctx, &out); err != nil {
+				r.Outcome, r.Detail = "failed", err.Error()
+			} else {
+				r.Outcome, r.Detail = out.Status, "payin "+out.PayinID
+			}
+		}
+		report(r)
+	})
+}

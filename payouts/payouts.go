@@ -224,3 +224,67 @@ func (s *Service) Deliver(ctx context.Context, e bank.Event) (string, error) {
 	}
 	return fmt.Sprintf("rejected: %v", err), nil // the run's validator refused it
 }
+
+// RerunFailed finds the payout workflows whose latest run failed (the bank did not answer for
+// BankRetryFor, the ledger could not take the outcome), was terminated or timed out, and starts
+// each again with the same input: it holds nothing twice (the hold is kept), asks the bank under
+// the same key (one payment), and carries on. A payout's run lasts until its return window
+// closes, so the report says it started; its status shows how it goes on.
+func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(runs.Rerun)) error {
+	return runs.EachFailed(ctx, s.Temporal, "Payout", since, func(id string) {
+		_, r := runs.Restart(ctx, s.Temporal, id, func(input func(any) error) (runs.Operation, error) {
+			var in workflows.PayoutInput
+			err := input(&in)
+			return s.operation(in), err
+		})
+		report(r)
+	})
+}
+
+// ResolveStale makes sure every payout still processing olderThan after its claim has a run
+// going, so that no money stays held, and no claim stays unsent, for ever: a payout with no run
+// (the API died between the claim and the start), or whose run ended without settling it (the
+// bank did not answer for BankRetryFor, an operator terminated it), is started again. Its new
+// run holds nothing twice and asks the bank under the same key.
+func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (activities.StaleResult, error) {
+	var res activities.StaleResult
+	pos, err := s.Ledger.Processing(ctx, olderThan, 500)
+	if err != nil {
+		return res, err
+	}
+	for _, po := range pos {
+		scope, ok := idempotency.ScopeOf(po.WorkflowID)
+		if !ok {
+			res.Skipped++
+			continue
+		}
+		in := s.input(Request{Scope: scope, AccountID: po.AccountID, AmountMinor: po.AmountMinor, Currency: po.Currency,
+			Destination: po.Destination, Description: po.Description}, po.ID)
+		desc, err := s.Temporal.DescribeWorkflowExecution(ctx, po.WorkflowID, "")
+		var notFound *serviceerror.NotFound
+		switch {
+		case errors.As(err, &notFound):
+		case err != nil:
+			return res, runs.TemporalError(err)
+		case desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
+			res.Running++
+			continue
+		}
+		op := s.operation(in)
+		_, err = s.Temporal.ExecuteWorkflow(ctx, op.StartOptions(), op.Workflow, op.Input)
+		var already *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &already) {
+			_, err = op.Start(ctx) // a run of an earlier use of the key holds the ID: Start sorts it out
+		}
+		var inUse *runs.InUseError
+		switch {
+		case errors.As(err, &inUse):
+			res.Running++
+		case err != nil:
+			return res, fmt.Errorf("payout %s (%s): %w", po.ID, po.WorkflowID, runs.TemporalError(err))
+		default:
+			res.Started++
+		}
+	}
+	return res, nil
+}

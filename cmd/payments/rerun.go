@@ -6,11 +6,11 @@ import (
 	"io"
 	"time"
 
-	"github.com/payments/payments/transfers"
+	"github.com/payments/payments/internal/runs"
 )
 
-// runRerun is `rerun failed [--since D]`: run again the transfers whose latest run failed, was
-// terminated or timed out.
+// runRerun is `rerun failed [--since D]`: run again the transfers, payouts and payins whose
+// latest run failed, was terminated or timed out.
 func runRerun(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "failed" {
 		return usagef("rerun: usage: rerun failed [--since DURATION]")
@@ -32,21 +32,27 @@ func runRerun(ctx context.Context, args []string, stdout io.Writer) error {
 	if *since > 0 {
 		from = time.Now().Add(-*since)
 	}
-	fmt.Fprintln(stdout, "rerun: looking for transfer workflows whose latest run failed, was terminated or timed out…")
+	fmt.Fprintln(stdout, "rerun: looking for transfer, payout and payin workflows whose latest run failed, was terminated or timed out…")
 	counts := map[string]int{}
-	err = d.app(nil).Transfers.RerunFailed(ctx, from, func(r transfers.Rerun) {
+	report := func(r runs.Rerun) {
 		counts[r.Outcome]++
-		fmt.Fprintf(stdout, "%-60s %-27s %-9s %s\n", r.WorkflowID, r.TransferID, r.Outcome, r.Detail)
-	})
-	if err != nil {
-		return err
+		fmt.Fprintf(stdout, "%-60s %-27s %-9s %s\n", r.WorkflowID, r.ID, r.Outcome, r.Detail)
+	}
+	a := d.app(nil)
+	for _, rerun := range []func(context.Context, time.Time, func(runs.Rerun)) error{
+		a.Transfers.RerunFailed, a.Payouts.RerunFailed, a.Payins.RerunFailed,
+	} {
+		if err := rerun(ctx, from, report); err != nil {
+			return err
+		}
 	}
 	total := 0
 	for _, n := range counts {
 		total += n
 	}
-	fmt.Fprintf(stdout, "ran %d again: %d completed, %d rejected, %d failed again, %d skipped, %d errors\n", total,
-		counts["completed"], counts["rejected"], counts["failed"], counts["skipped"], counts["error"])
+	fmt.Fprintf(stdout, "ran %d again: %d completed, %d rejected, %d started (payouts go on), %d credited, %d failed again, %d skipped, %d errors\n",
+		total, counts["completed"], counts["rejected"], counts["started"], counts["credited"]+counts["unmatched"], counts["failed"],
+		counts["skipped"], counts["error"])
 	if counts["failed"]+counts["error"] > 0 {
 		return errExitOne
 	}

@@ -4,6 +4,7 @@
 package app
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -70,7 +71,7 @@ func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listen
 // caller starts and stops it.
 func (a *App) Worker() sdkworker.Worker {
 	acts := &activities.Activities{Ledger: a.Ledger, Answer: api.TransferAnswer, PayoutAnswer: api.PayoutAnswer,
-		Bank: a.Bank, Stale: a.Transfers}
+		Bank: a.Bank, Stale: stale{a.Transfers, a.Payouts}}
 	if a.listener != nil {
 		acts.OnAnswer = a.listener
 	}
@@ -81,4 +82,20 @@ func (a *App) Worker() sdkworker.Worker {
 func (a *App) Server() *api.Server {
 	return &api.Server{DB: a.Ledger.DB, Ledger: a.Ledger, Transfers: a.Transfers, Payouts: a.Payouts, Payins: a.Payins,
 		Temporal: a.Temporal, BankSecret: []byte(a.settings.Bank.Secret), TTL: a.settings.TTL, Log: a.log}
+}
+
+// stale is what the recovery pass resolves: the transfers, then the payouts, left pending.
+type stale []activities.StaleResolver
+
+func (s stale) ResolveStale(ctx context.Context, olderThan time.Duration) (activities.StaleResult, error) {
+	var sum activities.StaleResult
+	for _, r := range s {
+		res, err := r.ResolveStale(ctx, olderThan)
+		sum.Started, sum.Failed, sum.Running, sum.Skipped = sum.Started+res.Started, sum.Failed+res.Failed,
+			sum.Running+res.Running, sum.Skipped+res.Skipped
+		if err != nil {
+			return sum, err
+		}
+	}
+	return sum, nil
 }

@@ -227,12 +227,11 @@ func (l *Ledger) ReturnPayout(ctx context.Context, id, reason string) (po Payout
 	return po, err
 }
 
-// StaleClaims returns up to limit payouts still processing without a hold, claimed more than
-// olderThan ago: claims whose workflow never started, or ended before it held their money.
-func (l *Ledger) StaleClaims(ctx context.Context, olderThan time.Duration, limit int) ([]Payout, error) {
-	rows, err := l.DB.Query(ctx, `SELECT `+payoutColumns+` FROM payouts p
+// Processing returns up to limit payouts still processing that were claimed more than
+// olderThan ago, oldest first: those whose run the recovery pass looks at.
+func (l *Ledger) Processing(ctx context.Context, olderThan time.Duration, limit int) ([]Payout, error) {
+	rows, err := l.DB.Query(ctx, `SELECT `+payoutColumns+` FROM payouts
 		WHERE status = 'processing' AND created_at < now() - $1::interval
-			AND NOT EXISTS (SELECT 1 FROM holds h WHERE h.payout_id = p.id)
 		ORDER BY created_at LIMIT $2`, olderThan, limit)
 	if err != nil {
 		return nil, err

@@ -63,11 +63,13 @@ func (o Operation) Start(ctx context.Context) (client.WorkflowRun, error) {
 // joining a run already there.
 func (o Operation) StartOptions() client.StartWorkflowOptions {
 	opts := o.Options
-	memo := map[string]any{o.MemoKey: o.ID}
-	for k, v := range opts.Memo {
-		memo[k] = v
+	if o.MemoKey != "" {
+		memo := map[string]any{o.MemoKey: o.ID}
+		for k, v := range opts.Memo {
+			memo[k] = v
+		}
+		opts.Memo = memo
 	}
-	opts.Memo = memo
 	// A run already going is not joined blindly: it may be one of an earlier use of the key.
 	opts.WorkflowIDConflictPolicy = enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
