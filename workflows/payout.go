@@ -125,22 +125,13 @@ func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 	run.note(sent.Status, sent.Reason)
 
 	setPayoutStatus(ctx, payout.AwaitingBank)
-	run.await(ctx, a, in, func() bool { return run.status != bank.Pending && run.status != "" }, time.Duration(in.PollAfter))
+	run.awaitOutcome(ctx, a, in)
 	// A ledger that cannot take the outcome for RetryFor fails the run, the money still held:
 	// rerun failed asks the bank again (same key) and settles it.
 	if out.Status, err = settle(ctx, a, in, run.status, run.reason); err != nil || out.Status != payout.Paid {
 		return out, err
 	}
-	// Paid: a return may still come, for ReturnWindow; asked for once at its end if no callback came.
-	returned := func() bool { return run.status == bank.Returned }
-	if !returned() {
-		window := time.Duration(in.ReturnWindow)
-		if window <= 0 {
-			window = DefaultReturnWindow
-		}
-		run.await(ctx, a, in, returned, window)
-	}
-	if returned() {
+	if run.awaitReturn(ctx, a, in) {
 		out.Status, err = settleReturn(ctx, a, in, run.reason)
 	}
 	return out, err
@@ -189,26 +180,44 @@ func (r *payoutRun) note(status, reason string) {
 	}
 }
 
-// await waits until done, for callbacks, asking the bank itself each time the wait runs out
-// (after first, then twice as long each time, up to an hour) and, when first is the whole
-// window (a return's), once at its end.
-func (r *payoutRun) await(ctx workflow.Context, a *activities.Activities, in PayoutInput, done func() bool, first time.Duration) {
+// awaitOutcome waits for the bank's outcome (paid, failed, or returned), from callbacks, asking
+// the bank itself each time the wait runs out: after PollAfter, then twice as long each time,
+// up to an hour.
+func (r *payoutRun) awaitOutcome(ctx workflow.Context, a *activities.Activities, in PayoutInput) {
+	done := func() bool { return r.status != bank.Pending && r.status != "" }
+	first := time.Duration(in.PollAfter)
 	if first <= 0 {
 		first = DefaultPollAfter
 	}
 	for wait := first; !done(); wait = min(2*wait, max(first, maxPollInterval)) {
-		if ok, _ := workflow.AwaitWithTimeout(ctx, wait, done); ok {
-			return
+		if ok, _ := workflow.AwaitWithTimeout(ctx, wait, done); !ok {
+			r.ask(ctx, a, in)
 		}
-		var o activities.BankOutcome
-		checkCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second,
-			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}})
-		if err := workflow.ExecuteActivity(checkCtx, a.CheckPayout, in.PayoutID).Get(ctx, &o); err == nil {
-			r.note(o.Status, o.Reason)
-		}
-		if wait == first && first >= maxPollInterval { // a return's window: asked once at its end
-			return
-		}
+	}
+}
+
+// awaitReturn waits for a return of the paid payout until its window closes, and then asks the
+// bank once, in case the callback never came. It reports whether the payout was returned.
+func (r *payoutRun) awaitReturn(ctx workflow.Context, a *activities.Activities, in PayoutInput) bool {
+	returned := func() bool { return r.status == bank.Returned }
+	window := time.Duration(in.ReturnWindow)
+	if window <= 0 {
+		window = DefaultReturnWindow
+	}
+	if ok, _ := workflow.AwaitWithTimeout(ctx, window, returned); !ok {
+		r.ask(ctx, a, in)
+	}
+	return returned()
+}
+
+// ask asks the bank how the payment stands; an error (the bank unreachable) is a question for
+// the next time.
+func (r *payoutRun) ask(ctx workflow.Context, a *activities.Activities, in PayoutInput) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}})
+	var o activities.BankOutcome
+	if err := workflow.ExecuteActivity(ctx, a.CheckPayout, in.PayoutID).Get(ctx, &o); err == nil {
+		r.note(o.Status, o.Reason)
 	}
 }
 

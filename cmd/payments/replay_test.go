@@ -15,10 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/payments/payments/internal/testenv"
 )
@@ -183,27 +180,7 @@ func TestRecordHistories(t *testing.T) {
 
 func writeHistory(t *testing.T, workflowID, runID, name string) {
 	t.Helper()
-	ctx := context.Background()
-	env.Settled(t, workflowID)
-	var events []*historypb.HistoryEvent
-	it := env.Temporal.GetWorkflowHistory(ctx, workflowID, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		events = append(events, ev)
-	}
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&historypb.History{Events: events})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(historiesDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(historiesDir, name), append(b, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	env.WriteHistory(t, workflowID, runID, filepath.Join(historiesDir, name))
 }
 
 // `payments bench` runs every scenario against a running API, prints the table and the targets,

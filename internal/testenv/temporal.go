@@ -3,10 +3,15 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	historypb "go.temporal.io/api/history/v1"
+
 	workflowpb "go.temporal.io/api/workflow/v1"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -99,4 +104,36 @@ func (e *Env) Settled(t testing.TB, id string) enums.WorkflowExecutionStatus {
 		t.Fatal(err)
 	}
 	return desc.GetWorkflowExecutionInfo().GetStatus()
+}
+
+// WriteHistory waits for run runID of workflowID (its latest when empty) to close and writes its
+// history to file as `temporal workflow show --output json` would: the committed histories
+// under workflows/testdata/histories, which every change to the workflows must still replay.
+func (e *Env) WriteHistory(t testing.TB, workflowID, runID, file string) {
+	t.Helper()
+	ctx := context.Background()
+	WaitFor(t, "workflow "+workflowID+" to exist", func() bool { // a payin starts when its callback arrives
+		_, err := e.Temporal.DescribeWorkflowExecution(ctx, workflowID, runID)
+		return err == nil
+	})
+	_ = e.Temporal.GetWorkflow(ctx, workflowID, runID).Get(ctx, nil) // closed, however it ended
+	var events []*historypb.HistoryEvent
+	it := e.Temporal.GetWorkflowHistory(ctx, workflowID, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, ev)
+	}
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&historypb.History{Events: events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,0 +1,371 @@
+package payouts_test
+
+// Payouts through a bank that misbehaves (docs/bank.md, the simulator's knobs) and a processor
+// that does: the bank down for longer than a run's retries, an answer lost after the bank
+// accepted, callbacks that never come, a callback that comes before the API has answered, a
+// worker killed while it waits on the bank. Whatever happens, the bank makes one payment per
+// payout and the ledger applies its outcome once.
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/app"
+	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/config"
+	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/runs"
+	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/workflows"
+)
+
+// runsOf lists the runs under workflow ID id that visibility shows, once it shows n.
+func runsOf(t *testing.T, e *testenv.Env, id string, n int) []enums.WorkflowExecutionStatus {
+	t.Helper()
+	var out []enums.WorkflowExecutionStatus
+	testenv.WaitFor(t, "visibility to show the runs of "+id, func() bool {
+		resp, err := e.Temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+			Query: "WorkflowId = '" + id + "'"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = out[:0]
+		for _, r := range resp.GetExecutions() {
+			out = append(out, r.GetStatus())
+		}
+		return len(out) >= n
+	})
+	if len(out) != n {
+		t.Fatalf("%d runs under %s, want %d: %v", len(out), id, n, out)
+	}
+	return out
+}
+
+// downTooLong makes the bank refuse everything while a payout runs: its run gives the bank the
+// instruction for BankRetryFor (2s), then fails, its money still held and nothing sent.
+func downTooLong(t *testing.T, c customer, idem string) string {
+	t.Helper()
+	faults(t, env, map[string]any{"down_for": "1h"})
+	id := c.accepted(t, idem, 300, payee) // holding the money needs no bank
+	if st := env.Settled(t, c.workflowID(idem)); st != enums.WORKFLOW_EXECUTION_STATUS_FAILED {
+		t.Fatalf("the run while the bank is down ended %v, want failed", st)
+	}
+	c.wantBalances(t, 1_000, 700)
+	if s := ledgerState(t, env, id); s.Status != "processing" || s.Hold != "open" || s.BankPaymentID != "" || len(s.Postings) != 0 {
+		t.Fatalf("after the failed run: %+v", s)
+	}
+	env.Bank.SetFaults(t, map[string]any{"down_for": "0s"}) // the bank is back
+	if ps := bankPayments(t, env, id); len(ps) != 0 {
+		t.Fatalf("the bank made %+v while it was down", ps)
+	}
+	if p := c.payout(t, id); p["status"] != "processing" {
+		t.Fatalf("GET after the failed run: %v", p)
+	}
+	return id
+}
+
+// rerunFailed is `payments rerun failed --since` for payouts: the service the command assembles
+// (internal/app) with the Env's settings, its RerunFailed.
+func rerunFailed(t *testing.T, since time.Time) []runs.Rerun {
+	t.Helper()
+	services := app.New(env.DB, env.Temporal, app.Settings{SyncWait: 10 * time.Second, TTL: 24 * time.Hour, RetryFor: 2 * time.Minute,
+		Bank: config.Bank{URL: env.Bank.URL, Secret: testenv.BankSecret, RetryFor: 2 * time.Second, PollAfter: 200 * time.Millisecond,
+			ReturnWindow: 5 * time.Second}}, slog.New(slog.DiscardHandler), nil)
+	var reran []runs.Rerun
+	if err := services.Payouts.RerunFailed(context.Background(), since, func(r runs.Rerun) { reran = append(reran, r) }); err != nil {
+		t.Fatal(err)
+	}
+	return reran
+}
+
+// The bank down for longer than the run's retries, then back; `payments rerun failed` runs the
+// payout again and it completes, one bank payment. The rerun goes through the same function the
+// command calls (app.New(...).Payouts.RerunFailed: cmd/payments is package main): it is the
+// operator's remedy for exactly this, it finds the run by its failure (no ledger rows to
+// backdate), and it restarts it with the input the failed run was started with.
+// TestBankDownThenRecoveryPass covers the other remedy, the recovery Schedule.
+func TestBankDownThenRerunFailed(t *testing.T) {
+	c := newCustomer(t, env, 1_000)
+	since := time.Now()
+	id := downTooLong(t, c, "down-rerun")
+	wf := c.workflowID("down-rerun")
+
+	runsOf(t, env, wf, 1) // rerun failed finds runs through visibility
+	reran := rerunFailed(t, since)
+	if len(reran) != 1 || reran[0].WorkflowID != wf || reran[0].ID != id || reran[0].Outcome != "started" {
+		t.Fatalf("rerun failed: %+v", reran)
+	}
+	c.waitPayout(t, id, "paid")
+	c.settled(t, id, 300, "paid")
+	c.wantBalances(t, 700, 700)
+	failed := 0
+	for _, st := range runsOf(t, env, wf, 2) {
+		if st == enums.WORKFLOW_EXECUTION_STATUS_FAILED {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d failed runs under %s, want the first one only", failed, wf)
+	}
+	// Run again, it finds nothing more to do.
+	for _, r := range rerunFailed(t, since) {
+		if r.WorkflowID == wf && r.Outcome != "skipped" {
+			t.Fatalf("second rerun: %+v", r)
+		}
+	}
+	c.settled(t, id, 300, "paid")
+	env.Reconcile(t)
+}
+
+// The same outage, remedied by the recovery Schedule: a payout still processing StaleAfter
+// after its claim, whose run has ended, is started again and completes once.
+func TestBankDownThenRecoveryPass(t *testing.T) {
+	c := newCustomer(t, env, 1_000)
+	id := downTooLong(t, c, "down-recovery")
+	if _, err := env.DB.Exec(context.Background(), `UPDATE payouts SET created_at = created_at - $2::interval WHERE id = $1`,
+		id, workflows.StaleAfter+time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var res activities.StaleResult
+	env.RunSchedule(t, workflows.RecoveryScheduleID, &res)
+	if res.Started != 1 {
+		t.Fatalf("recovery pass: %+v, want the payout started again", res)
+	}
+	c.waitPayout(t, id, "paid")
+	c.settled(t, id, 300, "paid")
+	c.wantBalances(t, 700, 700)
+	runsOf(t, env, c.workflowID("down-recovery"), 2)
+	env.Reconcile(t)
+}
+
+// The bank makes the payment and the answer is lost: the run asks again under the same key and
+// finds that payment. One bank payment, the payout paid.
+func TestLostBankAnswer(t *testing.T) {
+	c := newCustomer(t, env, 1_000)
+	faults(t, env, map[string]any{"lost_answer_rate": 1})
+	id := c.accepted(t, "lost", 300, payee)
+	testenv.WaitFor(t, "the bank to make the payment", func() bool { return len(bankPayments(t, env, id)) > 0 })
+	env.Bank.SetFaults(t, map[string]any{"lost_answer_rate": 0}) // the next attempt, 1s later, gets its answer
+	c.waitPayout(t, id, "paid")
+	c.settled(t, id, 300, "paid")
+	c.wantBalances(t, 700, 700)
+	if n := sendAttempts(t, env, c.workflowID("lost")); n < 2 {
+		t.Fatalf("SendPayout ran %d times: the answer was not lost", n)
+	}
+	env.Reconcile(t)
+}
+
+// sendAttempts is the attempt of SendPayout that completed in the latest run of workflowID.
+func sendAttempts(t *testing.T, e *testenv.Env, workflowID string) int32 {
+	t.Helper()
+	it := e.Temporal.GetWorkflowHistory(context.Background(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	scheduled := map[int64]string{}
+	var attempt int32
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
+		}
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] == "SendPayout" {
+			attempt = a.GetAttempt()
+		}
+	}
+	return attempt
+}
+
+// No callback ever comes: the run asks the bank itself and settles.
+func TestNoCallbackTheRunAsks(t *testing.T) {
+	c := newCustomer(t, env, 1_000)
+	faults(t, env, map[string]any{"callback_drop_rate": 1})
+	id := c.accepted(t, "dropped", 300, payee)
+	c.waitPayout(t, id, "paid")
+	p := c.settled(t, id, 300, "paid")
+	c.wantBalances(t, 700, 700)
+	evs := bankEvents(t, env, ofPayment(p.ID))
+	if len(evs) != 1 || evs[0].Type != bank.PaymentPaid || evs[0].Delivery != "dropped" || len(evs[0].Attempts) != 0 {
+		t.Fatalf("the bank's events of %s: %+v", p.ID, evs)
+	}
+	if got := recorded(t, env, evs[0].ID); got != "" {
+		t.Fatalf("the processor recorded a dropped event: %s", got)
+	}
+	if types := activityTypes(t, env, c.workflowID("dropped")); !strings.Contains(strings.Join(types, " "), "CheckPayout") {
+		t.Fatalf("the run never asked the bank: activities %v", types)
+	}
+	env.Reconcile(t)
+}
+
+// The bank's callback arrives, and is applied, before the API has answered the request: the
+// API still answers the first answer, 201 processing, and the outcome is applied once. The API
+// here reads its answer from PostgreSQL through a proxy the test freezes once the payout is
+// claimed, and thaws once the payout is paid.
+func TestCallbackBeforeTheFirstAnswer(t *testing.T) {
+	c := newCustomer(t, env, 1_000)
+	ctx := context.Background()
+	toPostgres := testenv.NewProxy(t, testenv.PostgresAddr())
+	pool, err := database.Open(ctx, strings.Replace(env.URL, testenv.PostgresAddr(), toPostgres.Addr(), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	// Its own API, on the Env's worker but without the in-process answer hook: it waits for the
+	// stored answer in PostgreSQL.
+	slow := env.With(t, testenv.Options{DB: pool, Temporal: env.Temporal})
+
+	release := env.Hold(t, c.acc) // the money cannot be held yet
+	answer := make(chan testenv.Response, 1)
+	go func() { answer <- slow.Do(t, "POST", "/v1/payouts", c.key, "early", payoutBody(c.acc, 300, payee)) }()
+	testenv.WaitFor(t, "the hold to wait for the account", func() bool { return env.Waiting(t) > 0 })
+	toPostgres.Freeze() // the API's reads of its answer go nowhere
+	release()
+
+	var id string
+	testenv.WaitFor(t, "the payout to be claimed", func() bool {
+		return env.DB.QueryRow(ctx, `SELECT id FROM payouts WHERE workflow_id = $1`, c.workflowID("early")).Scan(&id) == nil
+	})
+	c.waitPayout(t, id, "paid")
+	p := c.settled(t, id, 300, "paid")
+	evs := bankEvents(t, env, ofPayment(p.ID))
+	if len(evs) != 1 || evs[0].answered() != 1 || recorded(t, env, evs[0].ID) != "delivered" {
+		t.Fatalf("the paid callback: %+v (recorded %q)", evs, recorded(t, env, evs[0].ID))
+	}
+	select {
+	case r := <-answer:
+		t.Fatalf("the API answered while its database was frozen: %d %s", r.Status, r.Body)
+	default:
+	}
+	toPostgres.Restore()
+
+	r := <-answer
+	if r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("first answer: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	if po := r.JSON(t); po["id"] != id || po["status"] != "processing" || po["bank_payment_id"] != nil || po["paid_at"] != nil {
+		t.Fatalf("the first answer is not the one stored when the money was held: %s", r.Body)
+	}
+	sameAnswer(t, r, c.pay(t, "early", 300, payee))
+	c.settled(t, id, 300, "paid")
+	c.wantBalances(t, 700, 700)
+	env.Reconcile(t)
+}
+
+// The worker, a process of its own, is killed (SIGKILL) while the payout waits on the bank;
+// another worker carries the same run on, and the payout completes once.
+func TestWorkerKilledWhileWaitingOnTheBank(t *testing.T) {
+	// The run waits 5s for a callback before asking the bank: when the worker dies, nothing of
+	// the run is in flight, and a new worker takes the run over from its history.
+	e := testenv.New(t, "payments_test_payouts_worker", testenv.Options{NoWorker: true, Bank: true, BankPollAfter: 5 * time.Second})
+	first := e.Process(t, testenv.BuildPayments(t), "", []string{"worker"}, "PAYMENTS_METRICS_ADDR="+testenv.FreeAddr())
+	c := newCustomer(t, e, 1_000)
+	e.Bank.SetFaults(t, map[string]any{"settle_after": "2s"})
+	id := c.accepted(t, "killed", 300, payee)
+	wf := c.workflowID("killed")
+	testenv.WaitFor(t, "the instruction to be sent and recorded", func() bool {
+		return completed(t, e, wf, "SendPayout")
+	})
+	desc, err := e.Temporal.DescribeWorkflowExecution(context.Background(), wf, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if s := ledgerState(t, e, id); s.Status != "processing" || s.Hold != "open" {
+		t.Fatalf("the payout settled before the worker was killed: %+v", s)
+	}
+
+	second := e.NewWorker(nil)
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer second.Stop()
+	c.waitPayout(t, id, "paid")
+	c.settled(t, id, 300, "paid")
+	c.wantBalances(t, 700, 700)
+	desc, err = e.Temporal.DescribeWorkflowExecution(context.Background(), wf, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(); got != runID {
+		t.Fatalf("the payout completed in run %s, not the run the first worker left (%s)", got, runID)
+	}
+	runsOf(t, e, wf, 1)
+	e.Reconcile(t)
+}
+
+// completed reports whether the latest run of workflowID has completed an activity of type name.
+func completed(t *testing.T, e *testenv.Env, workflowID, name string) bool {
+	t.Helper()
+	it := e.Temporal.GetWorkflowHistory(context.Background(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	scheduled := map[int64]string{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
+		}
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] == name {
+			return true
+		}
+	}
+	return false
+}
+
+// The bank makes the payment, but every answer is lost for longer than the run's retries and
+// its callbacks are lost too: the run fails, the money held, while the bank has paid; the paid
+// callback, when it comes, finds no run to take it ("late", answered 200), and reconcile sees
+// the ledger and the bank disagree. rerun failed asks the bank again under the same key, finds
+// the one payment and settles it.
+func TestAnswersLostForLongerThanTheRetries(t *testing.T) {
+	c := newCustomer(t, env, 1_000)
+	since := time.Now()
+	faults(t, env, map[string]any{"lost_answer_rate": 1, "callback_drop_rate": 1})
+	id := c.accepted(t, "lost-long", 300, payee)
+	wf := c.workflowID("lost-long")
+	if st := env.Settled(t, wf); st != enums.WORKFLOW_EXECUTION_STATUS_FAILED {
+		t.Fatalf("the run ended %v, want failed", st)
+	}
+	env.Bank.SetFaults(t, map[string]any{"lost_answer_rate": 0, "callback_drop_rate": 0})
+	var paid bankEvent
+	testenv.WaitFor(t, "the bank to pay", func() bool {
+		evs := bankEvents(t, env, ofReference(id))
+		if len(evs) == 1 {
+			paid = evs[0]
+		}
+		return paid.Type == bank.PaymentPaid
+	})
+	c.wantBalances(t, 1_000, 700)
+	if s := ledgerState(t, env, id); s.Status != "processing" || s.Hold != "open" || s.BankPaymentID != "" {
+		t.Fatalf("after the failed run: %+v", s)
+	}
+	env.Bank.Resend(t, paid.ID)
+	testenv.WaitFor(t, "the paid callback to be answered", func() bool { return bankEvents(t, env, eventID(paid.ID))[0].answered() == 1 })
+	if got := recorded(t, env, paid.ID); got != "late" {
+		t.Fatalf("the paid callback for a failed run: outcome %q, want late", got)
+	}
+	if err := env.CheckLedger(); err == nil || !strings.Contains(err.Error(), id) {
+		t.Fatalf("reconcile while the bank has paid a payout the ledger holds processing: %v", err)
+	}
+
+	runsOf(t, env, wf, 1)
+	if reran := rerunFailed(t, since); len(reran) != 1 || reran[0].ID != id || reran[0].Outcome != "started" {
+		t.Fatalf("rerun failed: %+v", reran)
+	}
+	c.waitPayout(t, id, "paid")
+	c.settled(t, id, 300, "paid")
+	c.wantBalances(t, 700, 700)
+	env.Reconcile(t)
+}

@@ -1,0 +1,86 @@
+package payouts_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/payments/payments/internal/app"
+	"github.com/payments/payments/internal/config"
+	"github.com/payments/payments/internal/runs"
+	"github.com/payments/payments/internal/testenv"
+)
+
+var recordHistories = flag.String("record-histories", "", "write the payout and payin histories under workflows/testdata/histories from real runs, with this version suffix (e.g. v1)")
+
+// TestRecordPayoutHistories writes a real history of every path of the Payout and Payin
+// workflows (paid, refused, failed at the bank, returned, re-run after the bank was down;
+// credited, unmatched), which workflows' tests replay against every later change. Run it when a
+// workflow changes, with a new version suffix, and keep the old files.
+func TestRecordPayoutHistories(t *testing.T) {
+	if *recordHistories == "" {
+		t.Skip("go test ./payouts -run TestRecordPayoutHistories -args -record-histories=vN writes workflows/testdata/histories")
+	}
+	dir := filepath.Join(testenv.RepoRoot(), "workflows", "testdata", "histories")
+	name := func(path string) string { return filepath.Join(dir, path+"-"+*recordHistories+".json") }
+	ownerID, key := env.Owner(t)
+	acc := env.Account(t, key, "USD")
+	env.Fund(t, acc, 1_000)
+	pay := func(idem, accountNumber string, amount int64) int {
+		body := fmt.Sprintf(`{"account_id":%q,"amount_minor":%d,"currency":"USD","destination":{"account_number":%q,"bank_code":"BANKUS33"}}`,
+			acc, amount, accountNumber)
+		return env.Do(t, "POST", "/v1/payouts", key, idem, body).Status
+	}
+	wf := func(idem string) string { return "payout/" + ownerID + "/" + idem }
+	for _, p := range []struct {
+		idem, accountNumber string
+		amount              int64
+		status              int
+	}{
+		{"rec-paid", "000123456789", 100, http.StatusCreated},
+		{"rec-refused", "000123456789", 1_000_000, http.StatusUnprocessableEntity},
+		{"rec-failed", "000123450002", 100, http.StatusCreated},
+		{"rec-returned", "000123450003", 100, http.StatusCreated},
+	} {
+		if got := pay(p.idem, p.accountNumber, p.amount); got != p.status {
+			t.Fatalf("%s: %d", p.idem, got)
+		}
+	}
+	for _, path := range []string{"paid", "refused", "failed", "returned"} {
+		env.WriteHistory(t, wf("rec-"+path), "", name("payout-"+path))
+	}
+
+	// The bank down for longer than the run's retries: the run fails, the money held; a rerun
+	// completes it.
+	env.Bank.SetFaults(t, map[string]any{"error_rate": 1})
+	if got := pay("rec-rerun", "000123456789", 100); got != http.StatusCreated {
+		t.Fatalf("rerun: %d", got)
+	}
+	ctx := context.Background()
+	desc, err := env.Temporal.DescribeWorkflowExecution(ctx, wf("rec-rerun"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	failedRun := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	env.WriteHistory(t, wf("rec-rerun"), failedRun, name("payout-bank-down"))
+	env.Bank.SetFaults(t, map[string]any{"error_rate": 0})
+	services := app.New(env.DB, env.Temporal, app.Settings{RetryFor: time.Minute, SyncWait: time.Second,
+		Bank: config.Bank{URL: env.Bank.URL, RetryFor: 2 * time.Second, PollAfter: 200 * time.Millisecond, ReturnWindow: 5 * time.Second}}, nil, nil)
+	if err := services.Payouts.RerunFailed(ctx, time.Time{}, func(runs.Rerun) {}); err != nil {
+		t.Fatal(err)
+	}
+	env.WriteHistory(t, wf("rec-rerun"), "", name("payout-rerun"))
+
+	credited := env.Bank.Credit(t, numberOf(t, key, acc), 250, "USD", "rec-credited")
+	unmatched := env.Bank.Credit(t, "999999999999", 250, "USD", "rec-unmatched")
+	env.WriteHistory(t, "payin/"+credited, "", name("payin-credited"))
+	env.WriteHistory(t, "payin/"+unmatched, "", name("payin-unmatched"))
+}
+
+func numberOf(t *testing.T, key, acc string) string {
+	return env.Do(t, "GET", "/v1/accounts/"+acc, key, "", "").JSON(t)["account_number"].(string)
+}
