@@ -59,7 +59,9 @@ func Restart(ctx context.Context, c client.Client, workflowID string, decode fun
 		return nil, r
 	}
 	info := desc.GetWorkflowExecutionInfo()
-	op, err := decode(func(valuePtr any) error { return startInput(ctx, c, workflowID, info.GetExecution().GetRunId(), valuePtr) })
+	op, err := decode(func(valuePtr any) error {
+		return startInput(ctx, c, workflowID, info.GetExecution().GetRunId(), valuePtr)
+	})
 	if err != nil {
 		r.Detail = err.Error()
 		return nil, r
