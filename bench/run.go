@@ -105,6 +105,7 @@ type scenario struct {
 const (
 	NewSpread = "new, spread"
 	NewHot    = "new, one hot account"
+	NewPayout = "payout, new"
 	Replay    = "replay"
 	LedgerOne = "baseline: posting only"
 	Empty     = "baseline: empty eager"
@@ -119,6 +120,7 @@ func (r *run) scenarios(sequential bool) []scenario {
 			return r.spread[a], r.spread[b]
 		})},
 		{"hot", NewHot, r.transfer(phase+"h", func(rng *rand.Rand) (string, string) { return r.hot, r.spread[rng.IntN(len(r.spread))] })},
+		{"payout", NewPayout, r.payout(phase)},
 		{"replay", Replay, r.replay},
 		{"posting", LedgerOne, r.postingOnly(phase)},
 		{"empty", Empty, r.emptyWorkflow(phase)},
@@ -179,7 +181,12 @@ func transferBody(from, to string) string {
 
 // post sends one transfer and wants 201, marked as a replay or not as expected.
 func (r *run) post(ctx context.Context, key, body string, replay bool) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, "POST", r.t.API+"/v1/transfers", strings.NewReader(body))
+	return r.postTo(ctx, "/v1/transfers", key, body, replay)
+}
+
+// postTo sends one request to route and wants 201, marked as a replay or not as expected.
+func (r *run) postTo(ctx context.Context, route, key, body string, replay bool) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", r.t.API+route, strings.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +210,19 @@ func (r *run) transfer(phase string, pair func(*rand.Rand) (string, string)) op 
 		rng := rand.New(rand.NewPCG(uint64(c), uint64(n)))
 		from, to := pair(rng)
 		_, err := r.post(ctx, fmt.Sprintf("bench-%s-%s-%d-%d", r.id, phase, c, n), transferBody(from, to), false)
+		return err
+	}
+}
+
+// payout creates a payout of 1 minor unit from an account of the spread: its first answer is
+// given when its money is held, so this measures what a client waits for (the bank settles it
+// later).
+func (r *run) payout(phase string) op {
+	return func(ctx context.Context, c, n int) error {
+		rng := rand.New(rand.NewPCG(uint64(c), uint64(n)))
+		body := fmt.Sprintf(`{"account_id":%q,"amount_minor":1,"currency":"USD","destination":{"account_number":"000123456789","bank_code":"BANKUS33"}}`,
+			r.spread[rng.IntN(len(r.spread))])
+		_, err := r.postTo(ctx, "/v1/payouts", fmt.Sprintf("bench-%s-%spayout-%d-%d", r.id, phase, c, n), body, false)
 		return err
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/app"
@@ -166,14 +167,9 @@ func TestLostBankAnswer(t *testing.T) {
 // sendAttempts is the attempt of SendPayout that completed in the latest run of workflowID.
 func sendAttempts(t *testing.T, e *testenv.Env, workflowID string) int32 {
 	t.Helper()
-	it := e.Temporal.GetWorkflowHistory(context.Background(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	scheduled := map[int64]string{}
 	var attempt int32
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, ev := range history(t, e, workflowID) {
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 			scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
 		}
@@ -221,6 +217,7 @@ func TestCallbackBeforeTheFirstAnswer(t *testing.T) {
 	// Its own API, on the Env's worker but without the in-process answer hook: it waits for the
 	// stored answer in PostgreSQL.
 	slow := env.With(t, testenv.Options{DB: pool, Temporal: env.Temporal})
+	t.Cleanup(toPostgres.Restore) // first: the API's request in flight then ends before its server closes
 
 	release := env.Hold(t, c.acc) // the money cannot be held yet
 	answer := make(chan testenv.Response, 1)
@@ -235,9 +232,17 @@ func TestCallbackBeforeTheFirstAnswer(t *testing.T) {
 	})
 	c.waitPayout(t, id, "paid")
 	p := c.settled(t, id, 300, "paid")
-	evs := bankEvents(t, env, ofPayment(p.ID))
-	if len(evs) != 1 || evs[0].answered() != 1 || recorded(t, env, evs[0].ID) != "delivered" {
-		t.Fatalf("the paid callback: %+v (recorded %q)", evs, recorded(t, env, evs[0].ID))
+	var ev bankEvent
+	testenv.WaitFor(t, "the paid callback to be answered", func() bool {
+		evs := bankEvents(t, env, ofPayment(p.ID))
+		if len(evs) != 1 {
+			t.Fatalf("the bank's events of %s: %+v", p.ID, evs)
+		}
+		ev = evs[0]
+		return ev.answered() == 1
+	})
+	if got := recorded(t, env, ev.ID); got != "delivered" {
+		t.Fatalf("the paid callback %s: outcome %q", ev.ID, got)
 	}
 	select {
 	case r := <-answer:
@@ -270,9 +275,7 @@ func TestWorkerKilledWhileWaitingOnTheBank(t *testing.T) {
 	e.Bank.SetFaults(t, map[string]any{"settle_after": "2s"})
 	id := c.accepted(t, "killed", 300, payee)
 	wf := c.workflowID("killed")
-	testenv.WaitFor(t, "the instruction to be sent and recorded", func() bool {
-		return completed(t, e, wf, "SendPayout")
-	})
+	testenv.WaitFor(t, "the run to wait on the bank", func() bool { return awaitingTheBank(t, e, wf) })
 	desc, err := e.Temporal.DescribeWorkflowExecution(context.Background(), wf, "")
 	if err != nil {
 		t.Fatal(err)
@@ -304,65 +307,70 @@ func TestWorkerKilledWhileWaitingOnTheBank(t *testing.T) {
 	e.Reconcile(t)
 }
 
-// completed reports whether the latest run of workflowID has completed an activity of type name.
-func completed(t *testing.T, e *testenv.Env, workflowID, name string) bool {
+// awaitingTheBank reports whether the latest run of workflowID has given the bank its
+// instruction and then started a timer: it waits for a callback, nothing of it in flight.
+func awaitingTheBank(t *testing.T, e *testenv.Env, workflowID string) bool {
 	t.Helper()
-	it := e.Temporal.GetWorkflowHistory(context.Background(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	scheduled := map[int64]string{}
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
+	sent := false
+	for _, ev := range history(t, e, workflowID) {
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 			scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
 		}
-		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] == name {
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] == "SendPayout" {
+			sent = true
+		}
+		if sent && ev.GetTimerStartedEventAttributes() != nil {
 			return true
 		}
 	}
 	return false
 }
 
-// The bank makes the payment, but every answer is lost for longer than the run's retries and
-// its callbacks are lost too: the run fails, the money held, while the bank has paid; the paid
-// callback, when it comes, finds no run to take it ("late", answered 200), and reconcile sees
-// the ledger and the bank disagree. rerun failed asks the bank again under the same key, finds
-// the one payment and settles it.
-func TestAnswersLostForLongerThanTheRetries(t *testing.T) {
+// The recovery pass restarts every payout left processing without a run, however many other
+// payouts are legitimately waiting on the bank (banks take days: hundreds may be processing for
+// longer than StaleAfter, each with its run going). Here 500 older payouts are waiting, their run
+// open, and one newer payout's run failed while the bank was down.
+func TestRecoveryPassReachesEveryStalePayout(t *testing.T) {
+	ctx := context.Background()
 	c := newCustomer(t, env, 1_000)
-	since := time.Now()
-	faults(t, env, map[string]any{"lost_answer_rate": 1, "callback_drop_rate": 1})
-	id := c.accepted(t, "lost-long", 300, payee)
-	wf := c.workflowID("lost-long")
-	if st := env.Settled(t, wf); st != enums.WORKFLOW_EXECUTION_STATUS_FAILED {
-		t.Fatalf("the run ended %v, want failed", st)
+	id := downTooLong(t, c, "down-behind-500")
+	if _, err := env.DB.Exec(ctx, `UPDATE payouts SET created_at = created_at - $2::interval WHERE id = $1`,
+		id, workflows.StaleAfter+time.Minute); err != nil {
+		t.Fatal(err)
 	}
-	env.Bank.SetFaults(t, map[string]any{"lost_answer_rate": 0, "callback_drop_rate": 0})
-	var paid bankEvent
-	testenv.WaitFor(t, "the bank to pay", func() bool {
-		evs := bankEvents(t, env, ofReference(id))
-		if len(evs) == 1 {
-			paid = evs[0]
+	// 500 older payouts, all under one run that stays open (a task queue no worker polls).
+	waiting := c.workflowID("waiting-on-the-bank")
+	if _, err := env.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: waiting, TaskQueue: "nobody-polls-" + c.ownerID},
+		"NotAPayout"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Temporal.TerminateWorkflow(ctx, waiting, "", "test over") })
+	if _, err := env.DB.Exec(ctx, `INSERT INTO payouts (id, status, account_id, amount_minor, currency, destination_account_number,
+			destination_bank_code, workflow_id, created_at)
+		SELECT $1 || i, 'processing', $2, 1, 'USD', $3, $4, $5, now() - interval '2 hours'
+		FROM generate_series(1, 500) AS i`, "po_waiting_"+c.ownerID+"_", c.acc, payee, bankCode, waiting); err != nil {
+		t.Fatal(err)
+	}
+	removed := false
+	remove := func() {
+		if !removed {
+			if _, err := env.DB.Exec(ctx, `DELETE FROM payouts WHERE workflow_id = $1`, waiting); err != nil {
+				t.Error(err)
+			}
+			removed = true
 		}
-		return paid.Type == bank.PaymentPaid
-	})
-	c.wantBalances(t, 1_000, 700)
-	if s := ledgerState(t, env, id); s.Status != "processing" || s.Hold != "open" || s.BankPaymentID != "" {
-		t.Fatalf("after the failed run: %+v", s)
 	}
-	env.Bank.Resend(t, paid.ID)
-	testenv.WaitFor(t, "the paid callback to be answered", func() bool { return bankEvents(t, env, eventID(paid.ID))[0].answered() == 1 })
-	if got := recorded(t, env, paid.ID); got != "late" {
-		t.Fatalf("the paid callback for a failed run: outcome %q, want late", got)
-	}
-	if err := env.CheckLedger(); err == nil || !strings.Contains(err.Error(), id) {
-		t.Fatalf("reconcile while the bank has paid a payout the ledger holds processing: %v", err)
-	}
+	t.Cleanup(remove)
 
-	runsOf(t, env, wf, 1)
-	if reran := rerunFailed(t, since); len(reran) != 1 || reran[0].ID != id || reran[0].Outcome != "started" {
-		t.Fatalf("rerun failed: %+v", reran)
+	var res activities.StaleResult
+	env.RunSchedule(t, workflows.RecoveryScheduleID, &res)
+	if res.Started != 1 {
+		t.Errorf("recovery pass with 500 older payouts waiting on the bank: %+v; payout %s (its run failed) was not started again", res, id)
+	}
+	remove()
+	if res.Started != 1 { // put it right: without the 500, the pass reaches it
+		env.RunSchedule(t, workflows.RecoveryScheduleID, &res)
 	}
 	c.waitPayout(t, id, "paid")
 	c.settled(t, id, 300, "paid")

@@ -239,7 +239,8 @@ func TestPayins(t *testing.T) {
 
 	env.Bank.Resend(t, ev)
 	testenv.WaitFor(t, "the resent callback to be answered", func() bool { return bankEvents(t, env, eventID(ev))[0].answered() == 2 })
-	if got := recorded(t, env, ev); got != "duplicate" {
+	// The record keeps what the event first did; the resend's own answer said "duplicate".
+	if got := recorded(t, env, ev); got != "payin started" {
 		t.Fatalf("the resent credit: outcome %q", got)
 	}
 	payinOf(t, ev)
@@ -262,5 +263,40 @@ func TestPayins(t *testing.T) {
 	if d := env.Balance(t, "acc_settlement_eur") - eur; d != 0 {
 		t.Fatalf("the EUR settlement account moved by %d", d)
 	}
+	env.Reconcile(t)
+}
+
+// Signed callbacks the processor has nothing to do with are answered 200, so that the bank stops
+// sending them: a payment no payout names (recorded, "unmatched"), a type it does not act on
+// (recorded, ignored), a body that is no event (not recorded). Each changes nothing else.
+func TestSignedCallbacksThatMatchNothing(t *testing.T) {
+	c := newCustomer(t, env, 1_000)
+	n := time.Now().UnixNano()
+	unknown := fmt.Sprintf(`{"id":"evt_nobody_%d","type":"payment.paid","created_at":"2026-01-01T00:00:00Z","data":{"payment_id":"pay_x","reference":"po_nobody"}}`, n)
+	pending := fmt.Sprintf(`{"id":"evt_pending_%d","type":"payment.pending","created_at":"2026-01-01T00:00:00Z","data":{"payment_id":"pay_x","reference":"po_nobody"}}`, n)
+	for body, want := range map[string]string{unknown: "unmatched", pending: "ignored"} {
+		for range 2 {
+			r := deliver(t, env, secret, time.Now(), []byte(body))
+			if o := outcomeOf(t, r); !strings.HasPrefix(o, want) {
+				t.Fatalf("%s: outcome %q, want %s", body, o, want)
+			}
+		}
+	}
+	if got := recorded(t, env, fmt.Sprintf("evt_nobody_%d", n)); got != "unmatched" {
+		t.Fatalf("recorded %q", got)
+	}
+	if got := recorded(t, env, fmt.Sprintf("evt_pending_%d", n)); !strings.HasPrefix(got, "ignored") {
+		t.Fatalf("recorded %q", got)
+	}
+	before := env.Count(t, `SELECT count(*) FROM bank_events`)
+	for _, body := range []string{`not json`, `{"id":"","type":"payment.paid"}`} {
+		if o := outcomeOf(t, deliver(t, env, secret, time.Now(), []byte(body))); o != "malformed" {
+			t.Fatalf("%s: outcome %q", body, o)
+		}
+	}
+	if after := env.Count(t, `SELECT count(*) FROM bank_events`); after != before {
+		t.Fatalf("%d events recorded for bodies that are no events", after-before)
+	}
+	c.wantBalances(t, 1_000, 1_000)
 	env.Reconcile(t)
 }

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/testenv"
@@ -309,7 +312,7 @@ type bankEvent struct {
 	} `json:"attempts"`
 }
 
-// bankEvents is every event the bank made about payment (or, for a credit, that event id).
+// bankEvents is every event the bank made that match selects, with its deliveries.
 func bankEvents(t *testing.T, e *testenv.Env, match func(bankEvent) bool) []bankEvent {
 	t.Helper()
 	var out []bankEvent
@@ -390,16 +393,26 @@ func faults(t *testing.T, e *testenv.Env, knobs map[string]any) {
 	})
 }
 
-// activityTypes lists the (regular) activities the latest run of workflowID scheduled, sorted.
-func activityTypes(t *testing.T, e *testenv.Env, workflowID string) []string {
+// history is the events of the latest run of workflowID.
+func history(t *testing.T, e *testenv.Env, workflowID string) []*historypb.HistoryEvent {
 	t.Helper()
-	var types []string
-	it := e.Temporal.GetWorkflowHistory(context.Background(), workflowID, "", false, 0)
+	var events []*historypb.HistoryEvent
+	it := e.Temporal.GetWorkflowHistory(context.Background(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
+		events = append(events, ev)
+	}
+	return events
+}
+
+// activityTypes lists the (regular) activities the latest run of workflowID scheduled, sorted.
+func activityTypes(t *testing.T, e *testenv.Env, workflowID string) []string {
+	t.Helper()
+	var types []string
+	for _, ev := range history(t, e, workflowID) {
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 			types = append(types, a.GetActivityType().GetName())
 		}

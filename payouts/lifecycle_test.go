@@ -7,6 +7,7 @@ package payouts_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/testenv"
 )
 
@@ -157,8 +159,24 @@ func TestPayoutReturned(t *testing.T) {
 		t.Fatalf("the settlement account moved by %d, want 0 after both returns", d)
 	}
 	// The account shows each movement as its own entry: deposit, two payouts, two returns.
-	if n := env.Count(t, `SELECT count(*) FROM entries WHERE account_id = $1`, c.acc); n != 5 {
-		t.Fatalf("%d entries on the account, want 5", n)
+	r := env.Do(t, "GET", "/v1/accounts/"+c.acc+"/entries", c.key, "", "")
+	var entries struct {
+		Data []struct {
+			TransferID string `json:"transfer_id"`
+			Amount     int64  `json:"amount_minor"`
+			After      int64  `json:"balance_after_minor"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(r.Body, &entries); err != nil || r.Status != http.StatusOK || len(entries.Data) != 5 {
+		t.Fatalf("entries: %d %s", r.Status, r.Body)
+	}
+	got := map[string]int64{}
+	for _, e := range entries.Data {
+		got[e.TransferID] += e.Amount
+	}
+	if got[closed] != -300 || got[ledger.ReturnID(closed)] != 300 || got[paid] != -200 || got[ledger.ReturnID(paid)] != 200 ||
+		entries.Data[0].TransferID != ledger.ReturnID(paid) || entries.Data[0].After != 1_000 {
+		t.Fatalf("entries: %s", r.Body)
 	}
 	env.Reconcile(t)
 }
@@ -283,12 +301,12 @@ func TestPayoutRequestsRefusedAtTheDoor(t *testing.T) {
 	env.Reconcile(t)
 }
 
-// A destination the API takes but the bank refuses for good (its BIC must start with six
-// letters; the API's pattern takes digits there): the payout fails at once, its hold
-// released, and the bank holds no payment.
+// A destination the API takes but the bank refuses for good (at the simulator, an account
+// number ending in 0004 does not exist): the payout fails at once, its hold released, and the
+// bank holds no payment.
 func TestPayoutRefusedByTheBank(t *testing.T) {
 	c := newCustomer(t, env, 1_000)
-	r := env.Do(t, "POST", "/v1/payouts", c.key, "bic", strings.Replace(payoutBody(c.acc, 100, payee), bankCode, "1234US33", 1))
+	r := env.Do(t, "POST", "/v1/payouts", c.key, "bic", payoutBody(c.acc, 100, "000123450004"))
 	if r.Status != http.StatusCreated {
 		t.Fatalf("%d %s", r.Status, r.Body)
 	}

@@ -60,6 +60,9 @@ type Answer struct {
 	PayoutID string
 }
 
+// deliverTimeout bounds how long a bank callback waits for the payout's run to take it.
+const deliverTimeout = 10 * time.Second
+
 // memoPayoutID names the memo field holding the payout a run makes.
 const memoPayoutID = "payout_id"
 
@@ -205,6 +208,14 @@ func (s *Service) Deliver(ctx context.Context, e bank.Event) (string, error) {
 	if err != nil {
 		return "", database.Outage(err)
 	}
+	if po.BankPaymentID != nil && e.Data.PaymentID != "" && *po.BankPaymentID != e.Data.PaymentID {
+		// A second payment for one payout: not applied; reconcile (invariant 8) shows it.
+		return fmt.Sprintf("rejected: payment %s is not the payout's payment %s", e.Data.PaymentID, *po.BankPaymentID), nil
+	}
+	// A run that takes no Update (no worker polls) must not hold the bank's request for ever:
+	// answered 503 at the deadline, the bank sends the event again.
+	ctx, cancel := context.WithTimeout(ctx, deliverTimeout)
+	defer cancel()
 	h, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: po.WorkflowID, UpdateID: e.ID, UpdateName: workflows.BankEventUpdate,
 		Args: []any{workflows.BankEvent{ID: e.ID, Type: e.Type, PaymentID: e.Data.PaymentID,
@@ -245,46 +256,63 @@ func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(
 // going, so that no money stays held, and no claim stays unsent, for ever: a payout with no run
 // (the API died between the claim and the start), or whose run ended without settling it (the
 // bank did not answer for BankRetryFor, an operator terminated it), is started again. Its new
-// run holds nothing twice and asks the bank under the same key.
+// run holds nothing twice and asks the bank under the same key. The runs going are read from
+// Temporal's visibility first, in a few pages, so that the payouts legitimately waiting on the
+// bank, however many, cost nothing each; visibility lags a little, and a payout it misses is
+// described before it is started.
 func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (activities.StaleResult, error) {
 	var res activities.StaleResult
-	pos, err := s.Ledger.Processing(ctx, olderThan, 500)
+	going := map[string]bool{}
+	err := runs.EachRunning(ctx, s.Temporal, "Payout", func(workflowID string) { going[workflowID] = true })
 	if err != nil {
 		return res, err
 	}
-	for _, po := range pos {
-		scope, ok := idempotency.ScopeOf(po.WorkflowID)
-		if !ok {
-			res.Skipped++
-			continue
+	err = s.Ledger.Processing(ctx, olderThan, func(page []ledger.Payout) error {
+		for _, po := range page {
+			if going[po.WorkflowID] {
+				res.Running++
+				continue
+			}
+			started, err := s.restart(ctx, po)
+			if err != nil {
+				return fmt.Errorf("payout %s (%s): %w", po.ID, po.WorkflowID, err)
+			}
+			if started {
+				res.Started++
+			} else {
+				res.Running++
+			}
 		}
-		in := s.input(Request{Scope: scope, AccountID: po.AccountID, AmountMinor: po.AmountMinor, Currency: po.Currency,
-			Destination: po.Destination, Description: po.Description}, po.ID)
-		desc, err := s.Temporal.DescribeWorkflowExecution(ctx, po.WorkflowID, "")
-		var notFound *serviceerror.NotFound
-		switch {
-		case errors.As(err, &notFound):
-		case err != nil:
-			return res, runs.TemporalError(err)
-		case desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
-			res.Running++
-			continue
-		}
-		op := s.operation(in)
-		_, err = s.Temporal.ExecuteWorkflow(ctx, op.StartOptions(), op.Workflow, op.Input)
-		var already *serviceerror.WorkflowExecutionAlreadyStarted
-		if errors.As(err, &already) {
-			_, err = op.Start(ctx) // a run of an earlier use of the key holds the ID: Start sorts it out
-		}
-		var inUse *runs.InUseError
-		switch {
-		case errors.As(err, &inUse):
-			res.Running++
-		case err != nil:
-			return res, fmt.Errorf("payout %s (%s): %w", po.ID, po.WorkflowID, runs.TemporalError(err))
-		default:
-			res.Started++
-		}
+		return nil
+	})
+	return res, err
+}
+
+// restart starts payout po's run again unless one is going; it reports whether it started one.
+func (s *Service) restart(ctx context.Context, po ledger.Payout) (bool, error) {
+	scope, ok := idempotency.ScopeOf(po.WorkflowID)
+	if !ok {
+		return false, fmt.Errorf("workflow ID %q belongs to no idempotency scope", po.WorkflowID)
 	}
-	return res, nil
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, po.WorkflowID, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+	case err != nil:
+		return false, runs.TemporalError(err)
+	case desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return false, nil
+	}
+	op := s.operation(s.input(Request{Scope: scope, AccountID: po.AccountID, AmountMinor: po.AmountMinor, Currency: po.Currency,
+		Destination: po.Destination, Description: po.Description}, po.ID))
+	_, err = s.Temporal.ExecuteWorkflow(ctx, op.StartOptions(), op.Workflow, op.Input)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) {
+		_, err = op.Start(ctx) // a run of an earlier use of the key holds the ID: Start sorts it out
+	}
+	var inUse *runs.InUseError
+	if errors.As(err, &inUse) {
+		return false, nil
+	}
+	return err == nil, runs.TemporalError(err)
 }

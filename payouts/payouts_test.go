@@ -1,9 +1,14 @@
 package payouts_test
 
+// End-to-end tests of payouts and payins (docs/contract.md §6) on real parts: PostgreSQL, a
+// Temporal dev server, a worker and the HTTP API (testenv), and the bank simulator as a process
+// of its own. lifecycle_test.go: a payout's life through the API; bank_faults_test.go: the bank
+// and the processor misbehaving; callbacks_test.go: the bank's callbacks and payins;
+// workflow_test.go: the payout workflow in simulated time; helpers_test.go: what they share.
+
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"testing"
 
@@ -20,23 +25,4 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Exit(testenv.Run(m, env))
-}
-
-func TestSmoke(t *testing.T) {
-	_, key := env.Owner(t)
-	acc := env.Account(t, key, "USD")
-	env.Fund(t, acc, 1_000)
-	r := env.Do(t, "POST", "/v1/payouts", key, "p1", fmt.Sprintf(`{"account_id":%q,"amount_minor":300,"currency":"USD","destination":{"account_number":"000123456789","bank_code":"BANKUS33"}}`, acc))
-	if r.Status != http.StatusCreated {
-		t.Fatalf("%d %s", r.Status, r.Body)
-	}
-	t.Logf("%s", r.Body)
-	id := r.JSON(t)["id"].(string)
-	testenv.WaitFor(t, "paid", func() bool {
-		g := env.Do(t, "GET", "/v1/payouts/"+id, key, "", "")
-		return g.JSON(t)["status"] == "paid"
-	})
-	a := env.Do(t, "GET", "/v1/accounts/"+acc, key, "", "")
-	t.Logf("%s", a.Body)
-	env.Reconcile(t)
 }

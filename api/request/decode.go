@@ -307,14 +307,14 @@ func DecodePayout(body []byte) (Payout, []byte, error) {
 	f.amount(req.AmountMinor)
 	f.currency(req.Currency)
 	f.pattern("destination.account_number", req.Destination.AccountNumber, accountNumber, "must be 6 to 34 digits")
-	f.pattern("destination.bank_code", req.Destination.BankCode, bankCode, "must be a BIC: 8 or 11 upper-case letters and digits")
+	f.pattern("destination.bank_code", req.Destination.BankCode, bankCode, "must be a BIC: a 4-letter bank code, a 2-letter country code, 2 letters or digits, and optionally 3 more")
 	f.text("description", req.Description, 140)
 	return fingerprinted(req, f, idempotency.RoutePayouts)
 }
 
 var (
 	accountNumber = regexp.MustCompile(`^[0-9]{6,34}$`)
-	bankCode      = regexp.MustCompile(`^[A-Z0-9]{8}([A-Z0-9]{3})?$`)
+	bankCode      = regexp.MustCompile(`^[A-Z]{6}[A-Z0-9]{2}([A-Z0-9]{3})?$`)
 )
 
 // pattern checks a required field against re.

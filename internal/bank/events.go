@@ -52,12 +52,14 @@ var ErrSignature = errors.New("the bank's signature does not verify")
 
 // Sign returns the header value signing body at t with secret.
 func Sign(secret []byte, t time.Time, body []byte) string {
-	return fmt.Sprintf("t=%d,v1=%s", t.Unix(), hex.EncodeToString(mac(secret, t.Unix(), body)))
+	ts := strconv.FormatInt(t.Unix(), 10)
+	return fmt.Sprintf("t=%s,v1=%s", ts, hex.EncodeToString(mac(secret, ts, body)))
 }
 
-func mac(secret []byte, t int64, body []byte) []byte {
+// mac is the HMAC of "<t>." + body, t as written in the header.
+func mac(secret []byte, t string, body []byte) []byte {
 	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(strconv.FormatInt(t, 10) + "."))
+	m.Write([]byte(t + "."))
 	m.Write(body)
 	return m.Sum(nil)
 }
@@ -81,6 +83,7 @@ func ReadEvent(secret []byte, header string, body []byte, now time.Time) (Event,
 
 func verify(secret []byte, header string, body []byte, now time.Time) error {
 	var t int64
+	var written string // t as the header writes it: what the bank signed
 	var sigs [][]byte
 	haveT := false
 	for _, part := range strings.Split(header, ",") {
@@ -91,7 +94,7 @@ func verify(secret []byte, header string, body []byte, now time.Time) error {
 			if err != nil || haveT {
 				return ErrSignature
 			}
-			t, haveT = n, true
+			t, written, haveT = n, v, true
 		case "v1":
 			if sig, err := hex.DecodeString(v); err == nil {
 				sigs = append(sigs, sig)
@@ -104,7 +107,7 @@ func verify(secret []byte, header string, body []byte, now time.Time) error {
 	if d := now.Sub(time.Unix(t, 0)); d > Tolerance || d < -Tolerance {
 		return fmt.Errorf("%w: signed %s from now", ErrSignature, d.Round(time.Second))
 	}
-	want := mac(secret, t, body)
+	want := mac(secret, written, body)
 	for _, sig := range sigs {
 		if hmac.Equal(sig, want) {
 			return nil

@@ -24,8 +24,10 @@ func (h *HTTP) client() *http.Client {
 	return &http.Client{Timeout: 10 * time.Second}
 }
 
-// Send posts the instruction with its key. A 2xx is the payment; 409 (the key with another
-// instruction) and 422 are refusals; anything else, a timeout included, is an unknown outcome.
+// Send posts the instruction with its key. A 2xx is the payment; 422 is a refusal; 409 (the bank
+// holds another instruction under the key) is answered with what the bank holds under it: a
+// payment exists, and refusing would release money the bank is paying. Anything else, a timeout
+// included, is an unknown outcome.
 func (h *HTTP) Send(ctx context.Context, in Instruction) (Payment, error) {
 	body, _ := json.Marshal(map[string]any{"amount_minor": in.AmountMinor, "currency": in.Currency,
 		"destination": in.Destination, "reference": in.Reference})
@@ -42,7 +44,13 @@ func (h *HTTP) Send(ctx context.Context, in Instruction) (Payment, error) {
 		return Payment{}, err
 	case status == http.StatusOK || status == http.StatusCreated:
 		return p, nil
-	case status == http.StatusConflict || status == http.StatusUnprocessableEntity:
+	case status == http.StatusConflict:
+		found, ok, err := h.Find(ctx, in.Key)
+		if err == nil && !ok {
+			err = fmt.Errorf("the bank answered 409 and holds nothing under key %s: %s", in.Key, raw)
+		}
+		return found, err
+	case status == http.StatusUnprocessableEntity:
 		return Payment{}, fmt.Errorf("%w: %d %s", ErrRefused, status, raw)
 	default:
 		return Payment{}, fmt.Errorf("the bank answered %d: %s", status, raw)

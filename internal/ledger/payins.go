@@ -103,9 +103,10 @@ func (l *Ledger) RecordBankEvent(ctx context.Context, id, typ string, body []byt
 	return tag.RowsAffected() == 1, err
 }
 
-// NoteBankEvent records what became of bank event id, for operators: delivered to a payout's
-// run, matched no payout, came after the payout's run had ended, …
+// NoteBankEvent records what became of bank event id the first time it was handed on, for
+// operators: delivered to a payout's run, matched no payout, came after the payout's run had
+// ended, … A later copy of the event (the bank sending it again) does not overwrite it.
 func (l *Ledger) NoteBankEvent(ctx context.Context, id, outcome string) error {
-	_, err := l.DB.Exec(ctx, `UPDATE bank_events SET outcome = $2 WHERE id = $1`, id, outcome)
+	_, err := l.DB.Exec(ctx, `UPDATE bank_events SET outcome = $2 WHERE id = $1 AND outcome = 'received'`, id, outcome)
 	return err
 }

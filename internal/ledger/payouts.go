@@ -227,16 +227,27 @@ func (l *Ledger) ReturnPayout(ctx context.Context, id, reason string) (po Payout
 	return po, err
 }
 
-// Processing returns up to limit payouts still processing that were claimed more than
-// olderThan ago, oldest first: those whose run the recovery pass looks at.
-func (l *Ledger) Processing(ctx context.Context, olderThan time.Duration, limit int) ([]Payout, error) {
-	rows, err := l.DB.Query(ctx, `SELECT `+payoutColumns+` FROM payouts
-		WHERE status = 'processing' AND created_at < now() - $1::interval
-		ORDER BY created_at LIMIT $2`, olderThan, limit)
-	if err != nil {
-		return nil, err
+// Processing calls f for every payout still processing that was claimed more than olderThan
+// ago, oldest first, a page at a time: those whose run the recovery pass looks at.
+func (l *Ledger) Processing(ctx context.Context, olderThan time.Duration, f func([]Payout) error) error {
+	after, afterID := time.Time{}, ""
+	for {
+		rows, err := l.DB.Query(ctx, `SELECT `+payoutColumns+` FROM payouts
+			WHERE status = 'processing' AND created_at < now() - $1::interval AND (created_at, id) > ($2, $3)
+			ORDER BY created_at, id LIMIT 500`, olderThan, after, afterID)
+		if err != nil {
+			return err
+		}
+		page, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Payout, error) { return scanPayout(row) })
+		if err != nil || len(page) == 0 {
+			return err
+		}
+		if err := f(page); err != nil {
+			return err
+		}
+		last := page[len(page)-1]
+		after, afterID = last.CreatedAt, last.ID
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Payout, error) { return scanPayout(row) })
 }
 
 // PayoutsUnder counts the payouts made under workflow ID id: one per use of its key.

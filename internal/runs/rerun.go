@@ -47,6 +47,25 @@ func EachFailed(ctx context.Context, c client.Client, workflowType string, since
 	}
 }
 
+// EachRunning calls f for every workflow of type workflowType with a run going, as Temporal's
+// visibility lists them.
+func EachRunning(ctx context.Context, c client.Client, workflowType string, f func(workflowID string)) error {
+	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflowType)
+	var page []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: page, PageSize: 1000})
+		if err != nil {
+			return TemporalError(fmt.Errorf("listing running %s workflows: %w", workflowType, err))
+		}
+		for _, ex := range resp.GetExecutions() {
+			f(ex.GetExecution().GetWorkflowId())
+		}
+		if page = resp.GetNextPageToken(); len(page) == 0 {
+			return nil
+		}
+	}
+}
+
 // Restart starts workflowID's latest run again, with the input it was started with, if that
 // run failed, was terminated or timed out; decode reads the input into the caller's type and
 // returns the operation to start with it. The new run is returned for the caller to wait on,
