@@ -184,14 +184,7 @@ func (s *Service) operation(in workflows.PayoutInput) runs.Operation {
 		Input:    in,
 		MemoKey:  memoPayoutID,
 		ID:       in.PayoutID,
-		Lock: func(ctx context.Context, f func() error) error {
-			return database.Outage(s.Ledger.InTx(ctx, func(tx pgx.Tx) error {
-				if err := idempotency.Lock(ctx, tx, in.Scope()); err != nil {
-					return err
-				}
-				return f()
-			}))
-		},
+		Lock:     s.Ledger.LockClaim(in.Scope()),
 	}
 }
 

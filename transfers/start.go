@@ -3,12 +3,9 @@ package transfers
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/payments/payments/internal/database"
-	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/runs"
 	"github.com/payments/payments/workflows"
 )
@@ -37,18 +34,6 @@ func (s *Service) operation(in workflows.TransferInput) runs.Operation {
 		Input:    in,
 		MemoKey:  memoTransferID,
 		ID:       in.TransferID,
-		Lock:     s.lockClaim(in.Scope()),
-	}
-}
-
-// lockClaim runs f holding the lock of scope's claim.
-func (s *Service) lockClaim(scope idempotency.Scope) func(ctx context.Context, f func() error) error {
-	return func(ctx context.Context, f func() error) error {
-		return database.Outage(s.Ledger.InTx(ctx, func(tx pgx.Tx) error {
-			if err := idempotency.Lock(ctx, tx, scope); err != nil {
-				return err
-			}
-			return f()
-		}))
+		Lock:     s.Ledger.LockClaim(in.Scope()),
 	}
 }

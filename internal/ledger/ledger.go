@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/transfer"
 )
 
@@ -158,4 +160,17 @@ func (l *Ledger) Transfer(ctx context.Context, ownerID, id string) (Transfer, er
 		WHERE id = $1 AND kind = 'transfer' AND ($2 = '' OR EXISTS (
 			SELECT 1 FROM accounts a
 			WHERE a.id IN (t.from_account_id, t.to_account_id) AND a.owner_id = $2))`, id, ownerID))
+}
+
+// LockClaim returns a function that runs f holding the lock of scope's claim (its idempotency
+// record), so that the starters of one use of a key take turns: runs.Operation.Lock.
+func (l *Ledger) LockClaim(scope idempotency.Scope) func(ctx context.Context, f func() error) error {
+	return func(ctx context.Context, f func() error) error {
+		return database.Outage(l.InTx(ctx, func(tx pgx.Tx) error {
+			if err := idempotency.Lock(ctx, tx, scope); err != nil {
+				return err
+			}
+			return f()
+		}))
+	}
 }
