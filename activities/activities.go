@@ -1,6 +1,8 @@
 // Package activities holds the workflows' activities: the only workflow code that touches the
-// ledger. Each is safe to run more than once. One file per capability: transfer.go (posting a
-// transfer), cleanup.go (the idempotency cleanup and the recovery of pending transfers).
+// ledger and the bank. Each is safe to run more than once. One file per capability: transfer.go
+// (posting a transfer), payout.go (holding a payout's money, the bank's instruction, settling),
+// payin.go (crediting a bank credit), cleanup.go (the idempotency cleanup and the recovery of
+// claims left pending).
 package activities
 
 import (
@@ -21,7 +23,7 @@ type Activities struct {
 	// OnAnswer hears of each answer that commits here (a transfer posted, a payout's funds
 	// held); nil when nothing in this process waits for one.
 	OnAnswer AnswerHook
-	// Stale resolves transfers left pending (transfers.Service.ResolveStale).
+	// Stale resolves the claims left pending: transfers, then payouts (their services' ResolveStale).
 	Stale StaleResolver
 }
 

@@ -32,10 +32,20 @@ func (a *Activities) DeleteExpiredRecords(ctx context.Context) (CleanupResult, e
 
 // StaleResult is what one recovery pass did with the transfers left pending.
 type StaleResult struct {
-	Started int // claims whose workflow never started: started now
-	Failed  int // runs that ended without posting: their transfers marked failed
-	Running int // runs still open: left to finish
-	Skipped int // transfers under no idempotency scope: for reconcile to report
+	Started   int // claims whose workflow never started (or, a payout's, whose run failed): started now
+	Failed    int // runs that ended without posting: their transfers marked failed
+	Running   int // runs still open: left to finish
+	Withdrawn int // claims refused while an earlier use of their key still runs: withdrawn (runs.Operation.Unclaim)
+	Stopped   int // payouts whose run an operator terminated or canceled: left for `payments rerun failed`
+	Skipped   int // claims under no idempotency scope: for reconcile to report
+	Errors    int // claims that could not be resolved in this pass (the error says which): the next pass tries again
+}
+
+// Plus is the sum of two passes' results.
+func (r StaleResult) Plus(o StaleResult) StaleResult {
+	return StaleResult{Started: r.Started + o.Started, Failed: r.Failed + o.Failed, Running: r.Running + o.Running,
+		Withdrawn: r.Withdrawn + o.Withdrawn, Stopped: r.Stopped + o.Stopped, Skipped: r.Skipped + o.Skipped,
+		Errors: r.Errors + o.Errors}
 }
 
 // StaleResolver resolves the transfers pending for longer than olderThan (transfers.Service).

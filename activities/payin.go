@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 
 	"go.temporal.io/sdk/activity"
 
@@ -29,7 +30,9 @@ type Credited struct {
 func (a *Activities) CreditPayin(ctx context.Context, c Credit) (Credited, error) {
 	p, err := a.Ledger.CreditPayin(ctx, ledger.Credit(c))
 	if err != nil {
-		activity.GetLogger(ctx).Warn("crediting a payin failed; retrying", "bank_event_id", c.BankEventID, "err", err)
+		if err = final(err); !errors.Is(err, ledger.ErrInvalidPosting) {
+			activity.GetLogger(ctx).Warn("crediting a payin failed; retrying", "bank_event_id", c.BankEventID, "err", err)
+		}
 		return Credited{}, err
 	}
 	out := Credited{PayinID: p.ID, Status: p.Status}

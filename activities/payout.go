@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -45,18 +46,22 @@ type BankOutcome struct {
 	Reason    string
 }
 
-// ErrTypeBankRefused marks an instruction the bank refused for good: the payout fails at once.
-const ErrTypeBankRefused = "BankRefused"
+// Error types no retry can fix. BankRefused: the bank refused the instruction for good (the
+// payout fails). BankMismatch: the bank holds, under the payout's key, a payment that is not
+// the payout's, or a second payment for it (a person must look).
+const (
+	ErrTypeBankRefused  = "BankRefused"
+	ErrTypeBankMismatch = "BankMismatch"
+)
 
 // HoldPayout holds the payout's money and stores its first answer, once, however often it is
 // called (ledger.PlaceHold).
 func (a *Activities) HoldPayout(ctx context.Context, h PayoutHold) (Held, error) {
 	po, resp, err := a.Ledger.PlaceHold(ctx, h.PayoutID, h.Scope(), time.Duration(h.ReplayFor), a.PayoutAnswer)
-	if errors.Is(err, ledger.ErrInvalidPosting) {
-		return Held{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidPosting, err)
-	}
 	if err != nil {
-		activity.GetLogger(ctx).Warn("holding failed; retrying", "payout_id", h.PayoutID, "err", err)
+		if err = final(err); !errors.Is(err, ledger.ErrInvalidPosting) {
+			activity.GetLogger(ctx).Warn("holding failed; retrying", "payout_id", h.PayoutID, "err", err)
+		}
 		return Held{}, err
 	}
 	activity.GetLogger(ctx).Info("payout held", "payout_id", h.PayoutID, "status", po.Status)
@@ -79,19 +84,38 @@ func (a *Activities) SendPayout(ctx context.Context, in bank.Instruction) (BankO
 		activity.GetLogger(ctx).Warn("the bank's answer is unknown; asking again with the same key", "payout_id", in.Reference, "err", err)
 		return BankOutcome{}, err
 	}
-	if err := a.Ledger.RecordBankPayment(ctx, in.Reference, p.ID); err != nil {
-		return BankOutcome{}, err
-	}
-	return outcomeOf(p), nil
+	return a.record(ctx, in, p)
 }
 
-// CheckPayout asks the bank how the payment of instruction key stands, when no callback came.
-func (a *Activities) CheckPayout(ctx context.Context, key string) (BankOutcome, error) {
-	p, found, err := a.Bank.Find(ctx, key)
-	if err != nil || !found {
+// CheckPayout asks the bank how the payment of the instruction stands, when no callback came. A
+// bank that has no payment under its key (it never got it, or lost it) is given the instruction
+// again: the same key, one payment.
+func (a *Activities) CheckPayout(ctx context.Context, in bank.Instruction) (BankOutcome, error) {
+	p, found, err := a.Bank.Find(ctx, in.Key)
+	if err == nil && !found {
+		activity.GetLogger(ctx).Warn("the bank has no payment under the payout's key; sending the instruction again", "payout_id", in.Reference)
+		return a.SendPayout(ctx, in)
+	}
+	if err != nil {
 		return BankOutcome{}, err
 	}
-	if err := a.Ledger.RecordBankPayment(ctx, p.Reference, p.ID); err != nil {
+	return a.record(ctx, in, p)
+}
+
+// record checks that the bank's payment is the instruction's and records its id against the
+// payout. A payment that is not (another amount, currency, destination, reference), or a second
+// payment for the payout, is not retried: a person must look.
+func (a *Activities) record(ctx context.Context, in bank.Instruction, p bank.Payment) (BankOutcome, error) {
+	if p.AmountMinor != in.AmountMinor || p.Currency != in.Currency || p.Destination != in.Destination || p.Reference != in.Reference {
+		err := fmt.Errorf("the bank's payment %s under key %s is %d %s to %v for %q, the instruction %d %s to %v for %q",
+			p.ID, in.Key, p.AmountMinor, p.Currency, p.Destination, p.Reference, in.AmountMinor, in.Currency, in.Destination, in.Reference)
+		return BankOutcome{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBankMismatch, err)
+	}
+	err := a.Ledger.RecordBankPayment(ctx, in.Reference, p.ID)
+	if errors.Is(err, ledger.ErrSecondBankPayment) {
+		return BankOutcome{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBankMismatch, err)
+	}
+	if err != nil {
 		return BankOutcome{}, err
 	}
 	return outcomeOf(p), nil
@@ -109,11 +133,19 @@ func outcomeOf(p bank.Payment) BankOutcome {
 // reason (the hold released).
 func (a *Activities) SettlePayout(ctx context.Context, payoutID string, paid bool, reason string) (payout.Status, error) {
 	po, err := a.Ledger.SettlePayout(ctx, payoutID, paid, reason)
-	return po.Status, err
+	return po.Status, final(err)
 }
 
 // ReturnPayout credits a paid payout back, once, when its beneficiary's bank returned it.
 func (a *Activities) ReturnPayout(ctx context.Context, payoutID, reason string) (payout.Status, error) {
 	po, err := a.Ledger.ReturnPayout(ctx, payoutID, reason)
-	return po.Status, err
+	return po.Status, final(err)
+}
+
+// final marks an error of the ledger that no retry can fix as not to be retried.
+func final(err error) error {
+	if errors.Is(err, ledger.ErrInvalidPosting) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidPosting, err)
+	}
+	return err
 }

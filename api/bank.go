@@ -30,7 +30,7 @@ func (s *Server) bankEvent(c echo.Context) error {
 		s.Log.ErrorContext(ctx, "a signed bank callback that is not an event", "err", err, "request_id", requestID(c))
 		return c.JSON(http.StatusOK, map[string]string{"outcome": "malformed"})
 	}
-	if _, err := s.Ledger.RecordBankEvent(ctx, e.ID, e.Type, raw); err != nil {
+	if err := s.Ledger.RecordBankEvent(ctx, e.ID, e.Type, raw); err != nil {
 		return err
 	}
 	outcome := "ignored: not an event this processor acts on"

@@ -169,6 +169,14 @@ func TestNewUseOfAKeyNeverJoinsAnEarlierRun(t *testing.T) {
 	if env.Balance(t, from) != 900 {
 		t.Fatalf("balance %d, want 900: the new use moved money, or the old one twice", env.Balance(t, from))
 	}
+	// "Nothing was done" holds: the refused use left no claim that a recovery pass could later
+	// run behind the client's back.
+	if _, found, err := idempotency.Lookup(context.Background(), env.DB, scope); err != nil || found {
+		t.Fatalf("the refused use's record is still there (%v, %v)", found, err)
+	}
+	if _, err := env.Ledger.Transfer(context.Background(), "", scope.TransferID(1)); err == nil {
+		t.Fatal("the refused use's transfer is still there")
+	}
 
 	// The stuck worker goes; a new one finishes the open run (its posting finds the transfer
 	// final), and then the new use runs.

@@ -14,6 +14,7 @@ import (
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/money"
 	"github.com/payments/payments/internal/runs"
 	"github.com/payments/payments/workflows"
 )
@@ -27,8 +28,14 @@ type Service struct {
 // Receive starts the payin of a verified credit.received event, once: the workflow ID is the
 // event's, and a run already there (the bank sent the event twice) is the same payin. It returns
 // what became of the event, for the record. An error is Temporal unreachable: the bank is
-// answered so, and sends the event again.
+// answered so, and sends the event again. A credit of an amount no account can take (not
+// positive, or beyond money.MaxAmountMinor) is not run: it is recorded as rejected, the event
+// kept for an operator. Any account number and currency are run: one that names no account of
+// that currency is an unmatched payin, kept for an operator too.
 func (s *Service) Receive(ctx context.Context, e bank.Event) (string, error) {
+	if err := money.CheckAmount(e.Data.AmountMinor); err != nil {
+		return "rejected: amount_minor " + err.Error(), nil
+	}
 	in := workflows.PayinInput{Credit: activities.Credit{BankEventID: e.ID, AccountNumber: e.Data.AccountNumber,
 		AmountMinor: e.Data.AmountMinor, Currency: e.Data.Currency, Reference: e.Data.Reference},
 		RetryFor: activities.Duration(s.RetryFor)}

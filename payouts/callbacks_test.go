@@ -274,7 +274,8 @@ func TestSignedCallbacksThatMatchNothing(t *testing.T) {
 	n := time.Now().UnixNano()
 	unknown := fmt.Sprintf(`{"id":"evt_nobody_%d","type":"payment.paid","created_at":"2026-01-01T00:00:00Z","data":{"payment_id":"pay_x","reference":"po_nobody"}}`, n)
 	pending := fmt.Sprintf(`{"id":"evt_pending_%d","type":"payment.pending","created_at":"2026-01-01T00:00:00Z","data":{"payment_id":"pay_x","reference":"po_nobody"}}`, n)
-	for body, want := range map[string]string{unknown: "unmatched", pending: "ignored"} {
+	zero := fmt.Sprintf(`{"id":"evt_zero_%d","type":"credit.received","created_at":"2026-01-01T00:00:00Z","data":{"account_number":%q,"amount_minor":0,"currency":"USD"}}`, n, c.accountNumber(t))
+	for body, want := range map[string]string{unknown: "unmatched", pending: "ignored", zero: "rejected"} {
 		for range 2 {
 			r := deliver(t, env, secret, time.Now(), []byte(body))
 			if o := outcomeOf(t, r); !strings.HasPrefix(o, want) {
@@ -287,6 +288,9 @@ func TestSignedCallbacksThatMatchNothing(t *testing.T) {
 	}
 	if got := recorded(t, env, fmt.Sprintf("evt_pending_%d", n)); !strings.HasPrefix(got, "ignored") {
 		t.Fatalf("recorded %q", got)
+	}
+	if made := env.Count(t, `SELECT count(*) FROM payins WHERE bank_event_id = $1`, fmt.Sprintf("evt_zero_%d", n)); made != 0 {
+		t.Fatalf("a credit of 0 made %d payins", made)
 	}
 	before := env.Count(t, `SELECT count(*) FROM bank_events`)
 	for _, body := range []string{`not json`, `{"id":"","type":"payment.paid"}`} {

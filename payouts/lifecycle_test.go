@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/testenv"
 )
@@ -252,7 +254,21 @@ func TestPaidPayoutRunEndsAfterItsReturnWindow(t *testing.T) {
 		t.Fatalf("the run of a paid payout is still %v 12s after it was paid, with a 5s return window: %v (activities: %v)",
 			d.GetWorkflowExecutionInfo().GetStatus(), err, activityTypes(t, env, c.workflowID("window")))
 	}
-	c.settled(t, id, 100, "paid")
+	p := c.settled(t, id, 100, "paid")
+	c.wantBalances(t, 900, 900)
+	env.Reconcile(t)
+
+	// The beneficiary's bank returns it after the window: the money is back with the bank, so
+	// it is credited back all the same, once, though no run waits for it any more.
+	env.Bank.Return(t, p.ID, "account_closed")
+	c.waitPayout(t, id, "returned")
+	c.settled(t, id, 100, "returned")
+	c.wantBalances(t, 1_000, 1_000)
+	evs := bankEvents(t, env, ofPayment(p.ID))
+	returned := slices.IndexFunc(evs, func(ev bankEvent) bool { return ev.Type == bank.PaymentReturned })
+	if returned < 0 || recorded(t, env, evs[returned].ID) != "returned after the return window" {
+		t.Fatalf("the late return's events: %+v", evs)
+	}
 	env.Reconcile(t)
 }
 

@@ -14,13 +14,14 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
-	"github.com/payments/payments/internal/outage"
+	"github.com/payments/payments/internal/payout"
 	"github.com/payments/payments/internal/runs"
 	"github.com/payments/payments/workflows"
 )
@@ -91,7 +92,11 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	if _, err := s.operation(in).Start(startCtx); err != nil {
 		return answer, err
 	}
-	resp, err := s.wait(ctx, in, held)
+	grace := time.Duration(0)
+	if created {
+		grace = localGrace
+	}
+	resp, err := s.wait(ctx, in, held, grace)
 	switch {
 	case err == nil:
 		answer.Response = resp
@@ -112,30 +117,42 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 }
 
 // wait returns the first answer of the payout, from the worker in this process if it holds the
-// money here (held), or from the ledger, where it is stored: read every few milliseconds, for at
-// most SyncWait. A payout's run goes on for days, so its result is no answer to wait for.
-func (s *Service) wait(ctx context.Context, in workflows.PayoutInput, held <-chan idempotency.Response) (idempotency.Response, error) {
+// money here (held), or from the ledger, where it is stored, for at most SyncWait. The request
+// that started the payout listens only for localGrace (its run nearly always holds the money
+// here, within milliseconds, eager start) before it reads the ledger too; a duplicate reads it
+// at once (the hold it waits for may have been stored before it began to listen). The reads
+// back off from 20 ms to 200 ms. A payout's run goes on for days, so its result is no answer
+// to wait for.
+func (s *Service) wait(ctx context.Context, in workflows.PayoutInput, held <-chan idempotency.Response, grace time.Duration) (idempotency.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.SyncWait)
 	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	if held == nil {
+		grace = 0
+	}
+	next := time.NewTimer(grace)
+	defer next.Stop()
+	for interval := 20 * time.Millisecond; ; interval = min(2*interval, 200*time.Millisecond) {
 		select {
 		case r := <-held:
 			return r, nil
 		case <-ctx.Done():
 			return idempotency.Response{}, ctx.Err()
-		case <-tick.C:
-			rec, found, err := idempotency.Lookup(ctx, s.Ledger.DB, in.Scope())
-			if err != nil && ctx.Err() == nil {
-				return idempotency.Response{}, err
-			}
-			if found && rec.Response != nil && rec.ResourceID == in.PayoutID {
-				return *rec.Response, nil
-			}
+		case <-next.C:
 		}
+		rec, found, err := idempotency.Lookup(ctx, s.Ledger.DB, in.Scope())
+		if err != nil && ctx.Err() == nil {
+			return idempotency.Response{}, err
+		}
+		if found && rec.Response != nil && rec.ResourceID == in.PayoutID {
+			return *rec.Response, nil
+		}
+		next.Reset(interval)
 	}
 }
+
+// localGrace is how long the request that started a payout listens only for the hold in this
+// process before it also reads the ledger.
+const localGrace = time.Second
 
 // claim writes the idempotency record and the payout, processing, in one transaction.
 func (s *Service) claim(ctx context.Context, r Request) (in workflows.PayoutInput, rec idempotency.Record, created bool, err error) {
@@ -185,6 +202,7 @@ func (s *Service) operation(in workflows.PayoutInput) runs.Operation {
 		MemoKey:  memoPayoutID,
 		ID:       in.PayoutID,
 		Lock:     s.Ledger.LockClaim(in.Scope()),
+		Unclaim:  func(ctx context.Context) error { return s.Ledger.Unclaim(ctx, in.Scope(), in.PayoutID) },
 	}
 }
 
@@ -219,14 +237,30 @@ func (s *Service) Deliver(ctx context.Context, e bank.Event) (string, error) {
 		err = h.Get(ctx, nil)
 	}
 	var closed *serviceerror.NotFound // the workflow has no open run to take it
-	if err == nil {
+	var refused *temporal.ApplicationError
+	switch {
+	case err == nil:
 		return "delivered", nil
-	} else if errors.As(err, &closed) {
-		return "late", nil
-	} else if o, ok := outage.As(runs.TemporalError(err)); ok {
-		return "", o
+	case errors.As(err, &closed):
+		return s.late(ctx, e, po)
+	case errors.As(err, &refused): // the run's validator refused it
+		return fmt.Sprintf("rejected: %v", err), nil
 	}
-	return fmt.Sprintf("rejected: %v", err), nil // the run's validator refused it
+	return "", runs.TemporalError(err) // an outage answers 503, anything else 500: the bank sends it again
+}
+
+// late applies an event whose payout has no run going. A return after the window of a paid
+// payout still brings the money back: it is credited (once, ledger.ReturnPayout). Anything else
+// is only recorded: a payout still processing is run again by the recovery pass, which asks
+// the bank itself.
+func (s *Service) late(ctx context.Context, e bank.Event, po ledger.Payout) (string, error) {
+	if e.Type != bank.PaymentReturned || po.Status != payout.Paid {
+		return "late", nil
+	}
+	if _, err := s.Ledger.ReturnPayout(ctx, po.ID, e.Data.Reason); err != nil {
+		return "", database.Outage(err)
+	}
+	return "returned after the return window", nil
 }
 
 // RerunFailed finds the payout workflows whose latest run failed (the bank did not answer for
@@ -247,54 +281,77 @@ func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(
 
 // ResolveStale makes sure every payout still processing olderThan after its claim has a run
 // going, so that no money stays held, and no claim stays unsent, for ever: a payout with no run
-// (the API died between the claim and the start), or whose run ended without settling it (the
-// bank did not answer for BankRetryFor, an operator terminated it), is started again. Its new
-// run holds nothing twice and asks the bank under the same key. The runs going are read from
-// Temporal's visibility first, in a few pages, so that the payouts legitimately waiting on the
-// bank, however many, cost nothing each; visibility lags a little, and a payout it misses is
-// described before it is started.
+// (the API died between the claim and the start), or whose run failed or timed out (the bank
+// did not answer for BankRetryFor, the ledger could not take the outcome), is started again. Its
+// new run holds nothing twice and asks the bank under the same key. A run an operator
+// terminated or canceled is theirs to decide on (`payments rerun failed`); it is counted, not
+// restarted. The runs going are read from Temporal's visibility first, in a few pages, those
+// still before the bank's outcome only, so that the payouts legitimately waiting on the bank,
+// however many, cost nothing each; visibility lags a little, and a payout it misses is
+// described before it is started. One payout that cannot be resolved now does not hold up the
+// others.
 func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (activities.StaleResult, error) {
 	var res activities.StaleResult
 	going := map[string]bool{}
-	err := runs.EachRunning(ctx, s.Temporal, "Payout", func(workflowID string) { going[workflowID] = true })
+	err := runs.EachRunning(ctx, s.Temporal, "Payout", processingRuns, func(workflowID string) { going[workflowID] = true })
 	if err != nil {
 		return res, err
 	}
+	var errs []error
 	err = s.Ledger.Processing(ctx, olderThan, func(page []ledger.Payout) error {
 		for _, po := range page {
 			if going[po.WorkflowID] {
 				res.Running++
 				continue
 			}
-			started, err := s.restart(ctx, po)
-			if err != nil {
-				return fmt.Errorf("payout %s (%s): %w", po.ID, po.WorkflowID, err)
-			}
-			if started {
+			outcome, err := s.restart(ctx, po)
+			switch {
+			case err != nil:
+				res.Errors++
+				errs = append(errs, fmt.Errorf("payout %s (%s): %w", po.ID, po.WorkflowID, err))
+			case outcome == "started":
 				res.Started++
-			} else {
+			case outcome == "stopped":
+				res.Stopped++
+			case outcome == "withdrawn":
+				res.Withdrawn++
+			case outcome == "skipped":
+				res.Skipped++
+			default:
 				res.Running++
 			}
 		}
 		return nil
 	})
-	return res, err
+	return res, errors.Join(append(errs, err)...)
 }
 
-// restart starts payout po's run again unless one is going; it reports whether it started one.
-func (s *Service) restart(ctx context.Context, po ledger.Payout) (bool, error) {
+// processingRuns admits the payout runs that have not heard the bank's outcome yet: those
+// whose payouts are still processing.
+var processingRuns = fmt.Sprintf("PayoutStatus IN ('%s', '%s', '%s', '%s')",
+	payout.Holding, payout.Sending, payout.AwaitingBank, payout.BankMismatch)
+
+// restart starts payout po's run again unless one is going or an operator stopped the last one,
+// and says which: started, running, stopped, withdrawn (the claim, refused while an earlier use
+// of its key still runs) or skipped (under no idempotency scope).
+func (s *Service) restart(ctx context.Context, po ledger.Payout) (string, error) {
 	scope, ok := idempotency.ScopeOf(po.WorkflowID)
 	if !ok {
-		return false, fmt.Errorf("workflow ID %q belongs to no idempotency scope", po.WorkflowID)
+		return "skipped", nil
 	}
 	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, po.WorkflowID, "")
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
 	case err != nil:
-		return false, runs.TemporalError(err)
+		return "", runs.TemporalError(err)
+	case runs.Memo(desc.GetWorkflowExecutionInfo(), memoPayoutID) != po.ID:
+		// The latest run is an earlier use's: start this one after it, unless it is still open.
 	case desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		return false, nil
+		return "running", nil
+	case desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_TERMINATED,
+		desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return "stopped", nil
 	}
 	op := s.operation(s.input(Request{Scope: scope, AccountID: po.AccountID, AmountMinor: po.AmountMinor, Currency: po.Currency,
 		Destination: po.Destination, Description: po.Description}, po.ID))
@@ -305,7 +362,7 @@ func (s *Service) restart(ctx context.Context, po ledger.Payout) (bool, error) {
 	}
 	var inUse *runs.InUseError
 	if errors.As(err, &inUse) {
-		return false, nil
+		return "withdrawn", nil
 	}
-	return err == nil, runs.TemporalError(err)
+	return "started", runs.TemporalError(err)
 }

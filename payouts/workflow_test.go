@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/payments/payments/activities"
@@ -49,7 +50,7 @@ func runPayout(t *testing.T, pollAfter, returnWindow time.Duration, says bankSay
 	w.OnActivity(a.HoldPayout, mock.Anything, mock.Anything).Return(activities.Held{Status: payout.Processing}, nil)
 	w.OnActivity(a.SendPayout, mock.Anything, mock.Anything).Return(activities.BankOutcome{PaymentID: "pay_1", Status: bank.Pending}, nil)
 	queries := 0
-	w.OnActivity(a.CheckPayout, mock.Anything, "po_1").Return(func(context.Context, string) (activities.BankOutcome, error) {
+	w.OnActivity(a.CheckPayout, mock.Anything, in.Instruction()).Return(func(context.Context, bank.Instruction) (activities.BankOutcome, error) {
 		queries++
 		return says(queries)
 	})
@@ -67,6 +68,16 @@ func runPayout(t *testing.T, pollAfter, returnWindow time.Duration, says bankSay
 	})
 	w.ExecuteWorkflow(workflows.Payout, in)
 	return calls, w.IsWorkflowCompleted() && w.GetWorkflowError() == nil
+}
+
+// paidThenReturnedAt: the bank says paid at the first query, and returned from the n-th on.
+func paidThenReturnedAt(n int) bankSays {
+	return func(q int) (activities.BankOutcome, error) {
+		if q < n {
+			return activities.BankOutcome{PaymentID: "pay_1", Status: bank.Paid}, nil
+		}
+		return activities.BankOutcome{PaymentID: "pay_1", Status: bank.Returned, Reason: "account closed"}, nil
+	}
 }
 
 func paidAt(n int) bankSays {
@@ -109,8 +120,8 @@ func TestPayoutSettlesOnlyOnTheBanksWord(t *testing.T) {
 	}
 }
 
-// Paid, the run waits for a return for the return window, asks the bank once at its end, and
-// ends: whatever the window's length (the tests' Env uses 5s, PAYMENTS_PAYOUT_RETURN_WINDOW
+// Paid, the run waits for a return for the return window, asks the bank once a day and at its
+// end, and ends: whatever the window's length (the tests' Env uses 5s, PAYMENTS_PAYOUT_RETURN_WINDOW
 // any duration).
 func TestPaidPayoutRunEndsAfterAnyReturnWindow(t *testing.T) {
 	for _, window := range []time.Duration{5 * time.Second, 30 * time.Minute, 7 * 24 * time.Hour} {
@@ -120,5 +131,36 @@ func TestPaidPayoutRunEndsAfterAnyReturnWindow(t *testing.T) {
 				t.Fatalf("with a %s return window: calls %v, completed %v", window, calls, completed)
 			}
 		})
+	}
+}
+
+// A return whose callback never came is found by the run's own daily question, within the
+// window: the money is credited back then, not at the window's end, and not twice.
+func TestReturnWithoutCallbackIsFoundWithinADay(t *testing.T) {
+	calls, completed := runPayout(t, time.Minute, 7*24*time.Hour, paidThenReturnedAt(4))
+	want := []string{"settle paid=true after 1 queries", "return after 4 queries"}
+	if !completed || fmt.Sprint(calls) != fmt.Sprint(want) {
+		t.Fatalf("calls %v, completed %v; want %v", calls, completed, want)
+	}
+}
+
+// The bank holds, under the payout's key, a payment that is not the payout's: nothing is
+// settled, the run asks the bank nothing more, and stays open for a person (it is cut off here
+// by its run timeout).
+func TestPaymentThatIsNotThePayoutsStopsTheRun(t *testing.T) {
+	asked := 0
+	calls, completed := runPayout(t, time.Minute, 24*time.Hour, func(q int) (activities.BankOutcome, error) {
+		asked = q
+		if q < 2 {
+			return activities.BankOutcome{PaymentID: "pay_1", Status: bank.Pending}, nil
+		}
+		return activities.BankOutcome{}, temporal.NewNonRetryableApplicationError("the bank's payment pay_1 is 999 USD",
+			activities.ErrTypeBankMismatch, nil)
+	})
+	if completed || len(calls) != 0 {
+		t.Fatalf("calls %v, completed %v: a payout was settled on a payment that is not its own", calls, completed)
+	}
+	if asked != 2 {
+		t.Fatalf("the bank was asked %d times: the run went on after the mismatch", asked)
 	}
 }

@@ -26,7 +26,7 @@ func ledgerForTest(t *testing.T) *ledger.Ledger {
 	name := fmt.Sprintf("payments_test_transfers_%d", os.Getpid())
 	admin, err := pgx.Connect(ctx, "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
 	if err != nil {
-		t.Skipf("no PostgreSQL: %v", err)
+		t.Fatalf("PostgreSQL at 127.0.0.1:5432 is needed: %v", err)
 	}
 	ident := pgx.Identifier{name}.Sanitize()
 	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {

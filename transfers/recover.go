@@ -11,12 +11,10 @@ import (
 
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/runs"
 	"github.com/payments/payments/workflows"
 )
-
-// staleBatch bounds the claims one pass resolves; the next pass takes the rest.
-const staleBatch = 500
 
 // ResolveStale resolves the transfers pending for longer than olderThan (workflows.StaleAfter),
 // so that no claim stays pending for ever and no key stays bound to a request nobody runs. A
@@ -27,36 +25,40 @@ const staleBatch = 500
 //   - no run of the transfer exists: its run is started (the request was valid and accepted; the
 //     client was told to retry, or never heard back);
 //   - its run is still open: it is left to finish;
+//   - a run of an earlier use of its key is still open: the claim is withdrawn (the client was
+//     told 409, nothing done, or never heard back);
 //   - its run ended without posting (terminated, timed out): the transfer is marked failed, as a
 //     failed run would have, and the same request (or `payments rerun failed`) runs it again.
 func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (activities.StaleResult, error) {
 	var res activities.StaleResult
-	stale, err := s.Ledger.StalePending(ctx, olderThan, staleBatch)
-	if err != nil {
-		return res, err
-	}
-	for _, t := range stale {
-		scope, ok := idempotency.ScopeOf(t.WorkflowID)
-		if !ok {
-			res.Skipped++
-			continue
+	var errs []error
+	err := s.Ledger.StalePending(ctx, olderThan, func(page []ledger.Transfer) error {
+		for _, t := range page {
+			scope, ok := idempotency.ScopeOf(t.WorkflowID)
+			if !ok {
+				res.Skipped++
+				continue
+			}
+			in := s.input(Request{Scope: scope, From: t.FromAccountID, To: t.ToAccountID, AmountMinor: t.AmountMinor,
+				Currency: t.Currency, Description: t.Description}, t.ID)
+			outcome, err := s.resolve(ctx, in)
+			switch {
+			case err != nil: // one claim that cannot be resolved now does not hold up the others
+				res.Errors++
+				errs = append(errs, fmt.Errorf("transfer %s (%s): %w", t.ID, t.WorkflowID, err))
+			case outcome == "started":
+				res.Started++
+			case outcome == "failed":
+				res.Failed++
+			case outcome == "withdrawn":
+				res.Withdrawn++
+			default:
+				res.Running++
+			}
 		}
-		in := s.input(Request{Scope: scope, From: t.FromAccountID, To: t.ToAccountID, AmountMinor: t.AmountMinor,
-			Currency: t.Currency, Description: t.Description}, t.ID)
-		outcome, err := s.resolve(ctx, in)
-		if err != nil {
-			return res, fmt.Errorf("transfer %s (%s): %w", t.ID, t.WorkflowID, err)
-		}
-		switch outcome {
-		case "started":
-			res.Started++
-		case "failed":
-			res.Failed++
-		default:
-			res.Running++
-		}
-	}
-	return res, nil
+		return nil
+	})
+	return res, errors.Join(append(errs, err)...)
 }
 
 // resolve does what ResolveStale says for one transfer and says which: started, failed or
@@ -83,8 +85,8 @@ func (s *Service) resolve(ctx context.Context, in workflows.TransferInput) (stri
 	}
 	_, err = s.start(ctx, in)
 	var inUse *InUseError
-	if errors.As(err, &inUse) {
-		return "running", nil
+	if errors.As(err, &inUse) { // an earlier use's run is still open: the claim was withdrawn
+		return "withdrawn", nil
 	}
 	return "started", err
 }

@@ -35,5 +35,6 @@ func (s *Service) operation(in workflows.TransferInput) runs.Operation {
 		MemoKey:  memoTransferID,
 		ID:       in.TransferID,
 		Lock:     s.Ledger.LockClaim(in.Scope()),
+		Unclaim:  func(ctx context.Context) error { return s.Ledger.Unclaim(ctx, in.Scope(), in.TransferID) },
 	}
 }

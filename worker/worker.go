@@ -59,7 +59,7 @@ func ReplayHistory(file string) error {
 }
 
 // EnsureSchedules creates the recurring Schedules that are missing: the idempotency cleanup and
-// the recovery of transfers left pending. Every worker calls it at start; the first one creates
+// the recovery of claims left pending (transfers and payouts). Every worker calls it at start; the first one creates
 // them.
 func EnsureSchedules(ctx context.Context, c client.Client) error {
 	for _, sch := range []struct {
@@ -87,9 +87,9 @@ func EnsureSchedules(ctx context.Context, c client.Client) error {
 	return nil
 }
 
-// CheckSearchAttributes makes sure namespace has the search attributes transfer workflows set,
-// and says how to register the missing ones. Where the cluster does not let this client list
-// them (Temporal Cloud manages them in its own console), it says nothing.
+// CheckSearchAttributes makes sure namespace has the search attributes transfer and payout
+// workflows set, and says how to register the missing ones. Where the cluster does not let this
+// client list them (Temporal Cloud manages them in its own console), it says nothing.
 func CheckSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
 	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 	var denied *serviceerror.PermissionDenied

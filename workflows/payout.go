@@ -68,6 +68,7 @@ const (
 	DefaultPollAfter    = time.Minute
 	DefaultReturnWindow = 7 * 24 * time.Hour
 	maxPollInterval     = time.Hour
+	returnPollInterval  = 24 * time.Hour
 )
 
 // PayoutSearchAttributes are the attributes a payout starts with.
@@ -93,6 +94,10 @@ func PayoutSummary(in PayoutInput) string {
 // callback delivered as an Update, or, when none comes in time, its own question to the bank.
 // Paid: the hold is posted to the settlement account; then a return is awaited for
 // ReturnWindow, and credits the money back if it comes. Failed: the hold is released.
+//
+// A payout once accepted is not cancelled: its money is with the bank, or on its way, and only
+// the bank's word ends it. The run ignores a Cancel request (an operator who must stop it
+// terminates it, and its money stays held until it is run again: docs/runbook.md).
 func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 	var a *activities.Activities
 	run := &payoutRun{id: in.PayoutID}
@@ -100,13 +105,19 @@ func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 		workflow.UpdateHandlerOptions{Validator: run.validate}); err != nil {
 		return PayoutOutcome{}, err
 	}
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	holdCtx := workflow.WithLocalActivityOptions(ctx, ledgerOptions(in.RetryFor))
 	var held activities.Held
 	if err := workflow.ExecuteLocalActivity(holdCtx, a.HoldPayout, in.PayoutHold).Get(holdCtx, &held); err != nil {
 		return PayoutOutcome{}, err
 	}
 	out := PayoutOutcome{Status: held.Status, Response: held.Response}
-	if held.Status != payout.Processing { // refused for insufficient funds: nothing held, nothing sent
+	switch held.Status {
+	case payout.Processing:
+	case payout.Paid: // run again after it was paid (its run ended early): its return window still counts
+		run.note(bank.Paid, "")
+		return awaitAndReturn(ctx, a, in, run, out)
+	default: // refused for insufficient funds, or already failed or returned: nothing more to do
 		setPayoutStatus(ctx, held.Status)
 		return out, nil
 	}
@@ -119,19 +130,43 @@ func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 		out.Status, err = settle(ctx, a, in, bank.Failed, "refused by the bank")
 		return out, err
 	}
+	if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeBankMismatch {
+		return out, run.mismatch(ctx, err)
+	}
 	if err != nil { // the bank did not answer for BankRetryFor: the money stays held; rerun failed sends again
 		return out, err
 	}
 	run.note(sent.Status, sent.Reason)
 
 	setPayoutStatus(ctx, payout.AwaitingBank)
-	run.awaitOutcome(ctx, a, in)
+	if run.awaitOutcome(ctx, a, in); run.mismatched != nil {
+		return out, run.mismatch(ctx, run.mismatched)
+	}
 	// A ledger that cannot take the outcome for RetryFor fails the run, the money still held:
 	// rerun failed asks the bank again (same key) and settles it.
 	if out.Status, err = settle(ctx, a, in, run.status, run.reason); err != nil || out.Status != payout.Paid {
 		return out, err
 	}
-	if run.awaitReturn(ctx, a, in) {
+	return awaitAndReturn(ctx, a, in, run, out)
+}
+
+// mismatch stops at a bank payment that is not the payout's: nothing can be settled safely, and
+// the run stays open, shown as bank_mismatch, until a person has looked (and terminates it).
+func (r *payoutRun) mismatch(ctx workflow.Context, err error) error {
+	workflow.GetLogger(ctx).Error("the bank's payment is not the payout's", "payout_id", r.id, "error", err)
+	setPayoutStatus(ctx, payout.BankMismatch)
+	return workflow.Await(ctx, func() bool { return false })
+}
+
+// awaitAndReturn waits out a paid payout's return window and credits the money back if it is
+// returned.
+func awaitAndReturn(ctx workflow.Context, a *activities.Activities, in PayoutInput, run *payoutRun, out PayoutOutcome) (PayoutOutcome, error) {
+	var err error
+	returned := run.awaitReturn(ctx, a, in)
+	if run.mismatched != nil {
+		return out, run.mismatch(ctx, run.mismatched)
+	}
+	if returned {
 		out.Status, err = settleReturn(ctx, a, in, run.reason)
 	}
 	return out, err
@@ -139,9 +174,10 @@ func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 
 // payoutRun is what a payout's run has heard from the bank.
 type payoutRun struct {
-	id     string
-	status string // the bank's: "", pending, paid, failed, returned
-	reason string
+	id         string
+	status     string // the bank's: "", pending, paid, failed, returned
+	reason     string
+	mismatched error // the bank's payment under the payout's key is not the payout's
 }
 
 func (r *payoutRun) validate(_ workflow.Context, e BankEvent) error {
@@ -184,7 +220,7 @@ func (r *payoutRun) note(status, reason string) {
 // the bank itself each time the wait runs out: after PollAfter, then twice as long each time,
 // up to an hour.
 func (r *payoutRun) awaitOutcome(ctx workflow.Context, a *activities.Activities, in PayoutInput) {
-	done := func() bool { return r.status != bank.Pending && r.status != "" }
+	done := func() bool { return r.mismatched != nil || (r.status != bank.Pending && r.status != "") }
 	first := time.Duration(in.PollAfter)
 	if first <= 0 {
 		first = DefaultPollAfter
@@ -196,28 +232,41 @@ func (r *payoutRun) awaitOutcome(ctx workflow.Context, a *activities.Activities,
 	}
 }
 
-// awaitReturn waits for a return of the paid payout until its window closes, and then asks the
-// bank once, in case the callback never came. It reports whether the payout was returned.
+// awaitReturn waits for a return of the paid payout until its window closes, asking the bank
+// once a day and at the window's end, in case a callback never came. It reports whether the
+// payout was returned.
 func (r *payoutRun) awaitReturn(ctx workflow.Context, a *activities.Activities, in PayoutInput) bool {
-	returned := func() bool { return r.status == bank.Returned }
+	returned := func() bool { return r.mismatched != nil || r.status == bank.Returned }
 	window := time.Duration(in.ReturnWindow)
 	if window <= 0 {
 		window = DefaultReturnWindow
 	}
-	if ok, _ := workflow.AwaitWithTimeout(ctx, window, returned); !ok {
-		r.ask(ctx, a, in)
+	end := workflow.Now(ctx).Add(window)
+	for left := window; !returned() && left > 0; left = end.Sub(workflow.Now(ctx)) {
+		if ok, _ := workflow.AwaitWithTimeout(ctx, min(left, returnPollInterval), returned); !ok {
+			r.ask(ctx, a, in)
+		}
 	}
-	return returned()
+	return r.status == bank.Returned
 }
 
-// ask asks the bank how the payment stands; an error (the bank unreachable) is a question for
-// the next time.
+// ask asks the bank how the payment stands (and gives it the instruction again if it has none);
+// an error (the bank unreachable) is a question for the next time, but a payment that is not the
+// payout's stops the run (mismatched).
 func (r *payoutRun) ask(ctx workflow.Context, a *activities.Activities, in PayoutInput) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}})
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3,
+			NonRetryableErrorTypes: []string{activities.ErrTypeBankMismatch, activities.ErrTypeBankRefused}}})
 	var o activities.BankOutcome
-	if err := workflow.ExecuteActivity(ctx, a.CheckPayout, in.PayoutID).Get(ctx, &o); err == nil {
+	err := workflow.ExecuteActivity(ctx, a.CheckPayout, in.Instruction()).Get(ctx, &o)
+	var appErr *temporal.ApplicationError
+	switch {
+	case err == nil:
 		r.note(o.Status, o.Reason)
+	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeBankMismatch:
+		r.mismatched = err
+	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeBankRefused: // it had lost it, and refuses it now
+		r.note(bank.Failed, "refused by the bank")
 	}
 }
 
@@ -257,7 +306,7 @@ func bankOptions(ctx workflow.Context, in PayoutInput) workflow.Context {
 			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,
 			MaximumInterval:        time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrTypeBankRefused, activities.ErrTypeInvalidPosting},
+			NonRetryableErrorTypes: []string{activities.ErrTypeBankRefused, activities.ErrTypeBankMismatch},
 		},
 	})
 }

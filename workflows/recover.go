@@ -18,8 +18,9 @@ const (
 )
 
 // RecoverTransfers resolves the claims left pending: it starts the workflow of a claim whose
-// workflow never started, and marks failed a transfer whose run ended without posting it
-// (transfers.Service.ResolveStale). Each pass shows in the Temporal UI under its Schedule.
+// workflow never started, marks failed a transfer whose run ended without posting it, and
+// starts again a payout whose run failed with its money held (transfers.Service.ResolveStale,
+// payouts.Service.ResolveStale). Each pass shows in the Temporal UI under its Schedule.
 func RecoverTransfers(ctx workflow.Context) (activities.StaleResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Minute})
 	var a *activities.Activities

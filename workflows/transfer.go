@@ -74,7 +74,7 @@ func groupThousands(n int64) string {
 //
 // Insufficient funds is an outcome, not an error: the run completes with status "rejected".
 // Only technical failures that outlast the retry policy fail the run, which the workflow ID
-// reuse policy then lets the same key, `payments replay failed` or a UI Reset run again.
+// reuse policy then lets the same key, `payments rerun failed` or a UI Reset run again.
 func Transfer(ctx workflow.Context, in TransferInput) (TransferOutcome, error) {
 	var a *activities.Activities
 	retryFor := time.Duration(in.RetryFor)

@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -89,13 +90,11 @@ type stale []activities.StaleResolver
 
 func (s stale) ResolveStale(ctx context.Context, olderThan time.Duration) (activities.StaleResult, error) {
 	var sum activities.StaleResult
-	for _, r := range s {
+	var errs []error
+	for _, r := range s { // the payouts are resolved even when some transfers could not be
 		res, err := r.ResolveStale(ctx, olderThan)
-		sum.Started, sum.Failed, sum.Running, sum.Skipped = sum.Started+res.Started, sum.Failed+res.Failed,
-			sum.Running+res.Running, sum.Skipped+res.Skipped
-		if err != nil {
-			return sum, err
-		}
+		sum = sum.Plus(res)
+		errs = append(errs, err)
 	}
-	return sum, nil
+	return sum, errors.Join(errs...)
 }

@@ -47,8 +47,11 @@ func Unavailable(err error) bool {
 }
 
 // Outage marks err as a PostgreSQL outage when it is one (Unavailable), and returns it unchanged
-// otherwise.
+// otherwise: an outage already named (Temporal's, met inside a transaction) keeps its name.
 func Outage(err error) error {
+	if _, named := outage.As(err); named {
+		return err
+	}
 	if err != nil && Unavailable(err) {
 		return outage.Of("PostgreSQL", err)
 	}

@@ -162,6 +162,29 @@ func (l *Ledger) Transfer(ctx context.Context, ownerID, id string) (Transfer, er
 			WHERE a.id IN (t.from_account_id, t.to_account_id) AND a.owner_id = $2))`, id, ownerID))
 }
 
+// Unclaim withdraws the claim of scope for resource id (a transfer or a payout) when its run
+// could not start (an earlier use of the key still runs under the workflow ID) and nothing was
+// done: the record without an answer, the pending transfer without entries, the processing
+// payout without a hold. The caller was told nothing was done; no recovery pass may later run
+// what it was told of as not done. A claim that has moved on is left as it is.
+func (l *Ledger) Unclaim(ctx context.Context, scope idempotency.Scope, id string) error {
+	return database.Outage(l.InTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM idempotency_records
+			WHERE owner_id = $1 AND route = $2 AND key = $3 AND resource_id = $4 AND status_code IS NULL`,
+			scope.OwnerID, scope.Route, scope.Key, id)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM transfers t WHERE id = $1 AND status = 'pending'
+			AND NOT EXISTS (SELECT 1 FROM entries e WHERE e.transfer_id = t.id)`, id); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM payouts p WHERE id = $1 AND status = 'processing'
+			AND NOT EXISTS (SELECT 1 FROM holds h WHERE h.payout_id = p.id)`, id)
+		return err
+	}))
+}
+
 // LockClaim returns a function that runs f holding the lock of scope's claim (its idempotency
 // record), so that the starters of one use of a key take turns: runs.Operation.Lock.
 func (l *Ledger) LockClaim(scope idempotency.Scope) func(ctx context.Context, f func() error) error {

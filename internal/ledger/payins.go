@@ -96,11 +96,11 @@ func (l *Ledger) CreditPayin(ctx context.Context, c Credit) (p Payin, err error)
 	return p, err
 }
 
-// RecordBankEvent keeps a verified bank event, once per event id; isNew is false for a
-// duplicate.
-func (l *Ledger) RecordBankEvent(ctx context.Context, id, typ string, body []byte) (isNew bool, err error) {
-	tag, err := l.DB.Exec(ctx, `INSERT INTO bank_events (id, type, body) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`, id, typ, body)
-	return tag.RowsAffected() == 1, err
+// RecordBankEvent keeps a verified bank event, once per event id (a copy sent again is not
+// kept twice).
+func (l *Ledger) RecordBankEvent(ctx context.Context, id, typ string, body []byte) error {
+	_, err := l.DB.Exec(ctx, `INSERT INTO bank_events (id, type, body) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`, id, typ, body)
+	return err
 }
 
 // NoteBankEvent records what became of bank event id the first time it was handed on, for

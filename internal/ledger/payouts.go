@@ -141,14 +141,7 @@ func hold(ctx context.Context, tx pgx.Tx, po Payout) (Payout, error) {
 // storedPayoutAnswer is the answer stored when po's money was held (or refused), or made again
 // by answer when its record has expired and been deleted.
 func storedPayoutAnswer(ctx context.Context, q database.Querier, s idempotency.Scope, po Payout, answer PayoutAnswer) (idempotency.Response, error) {
-	rec, found, err := idempotency.Lookup(ctx, q, s)
-	if err != nil {
-		return idempotency.Response{}, err
-	}
-	if found && rec.Response != nil && rec.ResourceID == po.ID {
-		return *rec.Response, nil
-	}
-	return answer(po), nil
+	return storedAnswer(ctx, q, s, po.ID, func() idempotency.Response { return answer(po) })
 }
 
 // endPayout sets payout id's status, the time column of it, and the reason.

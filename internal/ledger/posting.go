@@ -254,14 +254,20 @@ func (l *Ledger) MarkFailed(ctx context.Context, id, run, reason string) (Transf
 // StoredAnswer returns the answer stored when t (final) was posted, byte for byte, or makes it
 // again with answer when its record has expired and been deleted.
 func StoredAnswer(ctx context.Context, q database.Querier, s idempotency.Scope, t Transfer, answer Answer) (idempotency.Response, error) {
+	return storedAnswer(ctx, q, s, t.ID, func() idempotency.Response { return answer(t) })
+}
+
+// storedAnswer returns the answer stored under scope s for resource id, or answer() when there
+// is none (its record expired and was deleted).
+func storedAnswer(ctx context.Context, q database.Querier, s idempotency.Scope, id string, answer func() idempotency.Response) (idempotency.Response, error) {
 	rec, found, err := idempotency.Lookup(ctx, q, s)
 	if err != nil {
 		return idempotency.Response{}, err
 	}
-	if found && rec.Response != nil && rec.ResourceID == t.ID {
+	if found && rec.Response != nil && rec.ResourceID == id {
 		return *rec.Response, nil
 	}
-	return answer(t), nil
+	return answer(), nil
 }
 
 // fkInvalid reports a foreign-key or check violation on the transfer row (unknown account, same
@@ -292,22 +298,25 @@ func TransfersUnder(ctx context.Context, q database.Querier, id string) (int, er
 	return n, err
 }
 
-// StalePending returns up to limit transfers pending for longer than olderThan, oldest first.
-func (l *Ledger) StalePending(ctx context.Context, olderThan time.Duration, limit int) ([]Transfer, error) {
-	rows, err := l.DB.Query(ctx, `SELECT `+transferColumns+` FROM transfers
-		WHERE status = 'pending' AND created_at < now() - $1::interval
-		ORDER BY created_at LIMIT $2`, olderThan, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Transfer
-	for rows.Next() {
-		t, err := scanTransfer(rows)
+// StalePending calls f for every transfer pending for longer than olderThan, oldest first, a
+// page at a time: those the recovery pass looks at.
+func (l *Ledger) StalePending(ctx context.Context, olderThan time.Duration, f func([]Transfer) error) error {
+	after, afterID := time.Time{}, ""
+	for {
+		rows, err := l.DB.Query(ctx, `SELECT `+transferColumns+` FROM transfers
+			WHERE status = 'pending' AND created_at < now() - $1::interval AND (created_at, id) > ($2, $3)
+			ORDER BY created_at, id LIMIT 500`, olderThan, after, afterID)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, t)
+		page, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Transfer, error) { return scanTransfer(row) })
+		if err != nil || len(page) == 0 {
+			return err
+		}
+		if err := f(page); err != nil {
+			return err
+		}
+		last := page[len(page)-1]
+		after, afterID = last.CreatedAt, last.ID
 	}
-	return out, rows.Err()
 }

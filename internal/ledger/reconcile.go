@@ -19,7 +19,7 @@ import (
 
 // Check is one ledger invariant and what breaks it.
 type Check struct {
-	ID         string // "1" to "5" as docs/ledger.md numbers them; "5a", "5b" refine the fifth
+	ID         string // "1" to "8" as docs/ledger.md numbers them; "5a" to "5c" refine the fifth
 	Invariant  string
 	Violations []string // one line each, at most maxViolations
 	More       int      // violations beyond those listed
@@ -37,6 +37,9 @@ type Report struct {
 	// held open for that long (a posting waiting on a lock, no worker polling): worth a look in
 	// the Temporal UI.
 	StalePending []string
+	// BankInFlight are payouts on which the ledger is behind the bank for less than
+	// BankLagBound: outcomes on their way (a callback delayed or dropped, the run not yet asking).
+	BankInFlight []string
 }
 
 // PendingBound is how long a transfer may stay pending: the recovery Schedule resolves any
@@ -97,7 +100,9 @@ func Reconcile(ctx context.Context, q database.Querier, ttl time.Duration, state
 		{"6", "every hold ends exactly once, posted or released; open holds belong to processing payouts only; a payout's postings are what its status says", holdsEndOnce},
 		{"7", "available_minor >= 0 for every customer account, and its held_minor is the sum of its open holds", availableNeverNegative},
 		{"8", "each payout has at most one bank payment, and the ledger's view of it agrees with the bank's", func(ctx context.Context, q database.Querier) ([]string, error) {
-			return agreesWithBank(ctx, q, statement)
+			found, inFlight, err := agreesWithBank(ctx, q, statement)
+			r.BankInFlight = inFlight
+			return found, err
 		}},
 	} {
 		found, err := c.find(ctx, q)
@@ -382,41 +387,63 @@ func availableNeverNegative(ctx context.Context, q database.Querier) ([]string, 
 			OR (a.kind = 'customer' AND a.balance_minor - a.held_minor < 0)`)
 }
 
+// BankLagBound is how long the ledger may lag behind the bank on a payout (the bank paid it,
+// failed it or returned it, and the ledger has not heard yet: a callback delayed, dropped and
+// not yet asked after) before the difference is a broken invariant rather than a payment in
+// flight. A run asks the bank itself after PAYMENTS_BANK_POLL_AFTER, then at most every hour.
+const BankLagBound = 2 * time.Hour
+
 // agreesWithBank holds the payouts to the bank's statement: at most one bank payment per
 // payout, the one the payout records; no bank payment of a payout that does not exist; and the
-// same status on both sides (pending at the bank: processing here). Without a statement, it
-// checks what the ledger alone can: no bank payment id recorded twice (a unique index holds it).
-func agreesWithBank(ctx context.Context, q database.Querier, statement []bank.Payment) ([]string, error) {
+// same status on both sides (pending at the bank: processing here). A ledger behind the bank
+// (processing while the bank has paid, paid while it has returned, a payment id not recorded
+// yet) is in flight, a note, for BankLagBound; a ledger ahead of the bank, or contradicting it,
+// is broken at once. Without a statement, it checks what the ledger alone can: no bank payment
+// id recorded twice (a unique index holds it).
+func agreesWithBank(ctx context.Context, q database.Querier, statement []bank.Payment) (found, inFlight []string, err error) {
 	if statement == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	rows, _ := q.Query(ctx, `SELECT id, status, COALESCE(bank_payment_id, '') FROM payouts`)
-	type row struct{ status, payment string }
+	rows, _ := q.Query(ctx, `SELECT id, status, COALESCE(bank_payment_id, ''),
+		COALESCE(paid_at, created_at) > now() - $1::interval FROM payouts`, BankLagBound)
+	type row struct {
+		status, payment string
+		recent          bool // changed less than BankLagBound ago
+	}
 	payouts := map[string]row{}
 	var id, status, payment string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &status, &payment}, func() error {
-		payouts[id] = row{status, payment}
+	var recent bool
+	if _, err := pgx.ForEachRow(rows, []any{&id, &status, &payment, &recent}, func() error {
+		payouts[id] = row{status, payment, recent}
 		return nil
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	byReference := map[string][]bank.Payment{}
 	for _, p := range statement {
 		byReference[p.Reference] = append(byReference[p.Reference], p)
 	}
 	want := map[string]string{bank.Pending: "processing", bank.Paid: "paid", bank.Failed: "failed", bank.Returned: "returned"}
-	var found []string
+	behind := func(po row, bankStatus string) bool {
+		return po.recent && (po.status == "processing" || po.status == "paid" && bankStatus == bank.Returned)
+	}
 	for ref, ps := range byReference {
 		po, ok := payouts[ref]
+		p := ps[0]
 		switch {
 		case len(ps) > 1:
 			found = append(found, fmt.Sprintf("payout %s has %d bank payments", ref, len(ps)))
 		case !ok:
-			found = append(found, fmt.Sprintf("bank payment %s names payout %s, which does not exist", ps[0].ID, ref))
-		case po.payment != ps[0].ID:
-			found = append(found, fmt.Sprintf("payout %s records bank payment %q, the bank made %s", ref, po.payment, ps[0].ID))
-		case want[ps[0].Status] != po.status:
-			found = append(found, fmt.Sprintf("payout %s is %s, its bank payment %s is %s", ref, po.status, ps[0].ID, ps[0].Status))
+			found = append(found, fmt.Sprintf("bank payment %s names payout %s, which does not exist", p.ID, ref))
+		case po.payment == "" && behind(po, p.Status):
+			inFlight = append(inFlight, fmt.Sprintf("payout %s: the bank made payment %s (%s), not recorded yet", ref, p.ID, p.Status))
+		case po.payment != p.ID:
+			found = append(found, fmt.Sprintf("payout %s records bank payment %q, the bank made %s", ref, po.payment, p.ID))
+		case want[p.Status] == po.status:
+		case behind(po, p.Status):
+			inFlight = append(inFlight, fmt.Sprintf("payout %s is %s, its bank payment %s is %s: not heard yet", ref, po.status, p.ID, p.Status))
+		default:
+			found = append(found, fmt.Sprintf("payout %s is %s, its bank payment %s is %s", ref, po.status, p.ID, p.Status))
 		}
 	}
 	for id, po := range payouts {
@@ -425,7 +452,8 @@ func agreesWithBank(ctx context.Context, q database.Querier, statement []bank.Pa
 		}
 	}
 	slices.Sort(found)
-	return found, nil
+	slices.Sort(inFlight)
+	return found, inFlight, nil
 }
 
 // Print writes the report for a person to read.
@@ -451,6 +479,12 @@ func (r Report) Print(w io.Writer) {
 	if len(r.StalePending) > 0 {
 		fmt.Fprintf(w, "  note    transfers pending for more than %s (no money moved; is the %s Schedule running?):\n", PendingBound, "transfer-recovery")
 		for _, v := range r.StalePending {
+			fmt.Fprintf(w, "            %s\n", v)
+		}
+	}
+	if len(r.BankInFlight) > 0 {
+		fmt.Fprintf(w, "  note    payouts whose bank outcome the ledger has not heard yet (in flight for less than %s):\n", BankLagBound)
+		for _, v := range r.BankInFlight[:min(len(r.BankInFlight), maxViolations)] {
 			fmt.Fprintf(w, "            %s\n", v)
 		}
 	}

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/payments/payments/api"
+	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
 )
@@ -157,5 +159,61 @@ func TestReconcilePointsOutStalePendingTransfers(t *testing.T) {
 	report, err := ledger.Reconcile(ctx, tx, ttl, nil)
 	if err != nil || !report.OK() || len(report.StalePending) != 1 || !strings.Contains(report.StalePending[0], p.TransferID) {
 		t.Fatalf("ok %v, stale %v, err %v", report.OK(), report.StalePending, err)
+	}
+}
+
+// Invariant 8 against a bank statement: a ledger behind the bank is a payout in flight for
+// BankLagBound, then broken; a ledger ahead of the bank is broken at once.
+func TestReconcileTellsAPayoutInFlightFromOneThatDisagreesWithTheBank(t *testing.T) {
+	ctx := context.Background()
+	acc := account(t, "USD", 100)
+	tx, err := l.DB.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	suffix := strings.TrimPrefix(acc, "acc_")
+	recent, old, ahead := "po_recent_"+suffix, "po_old_"+suffix, "po_ahead_"+suffix
+	var statement []bank.Payment
+	for _, id := range []string{recent, old, ahead} {
+		if err := ledger.InsertPayout(ctx, tx, ledger.Payout{ID: id, AccountID: acc, AmountMinor: 10, Currency: "USD",
+			Destination: bank.Destination{AccountNumber: "000123456789", BankCode: "021000021"}, WorkflowID: "payout/own_x/" + id}); err != nil {
+			t.Fatal(err)
+		}
+		st := bank.Paid
+		if id == ahead {
+			st = bank.Pending
+		}
+		statement = append(statement, bank.Payment{ID: "pay_" + id, Reference: id, AmountMinor: 10, Currency: "USD", Status: st})
+	}
+	for _, sql := range []string{
+		`UPDATE payouts SET created_at = now() - interval '3 hours' WHERE id = '` + old + `'`,
+		`UPDATE payouts SET status = 'paid', paid_at = now(), bank_payment_id = 'pay_` + ahead + `' WHERE id = '` + ahead + `'`,
+	} {
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report, err := ledger.Reconcile(ctx, tx, ttl, statement)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mentions := func(lines []string, id string) bool {
+		return slices.ContainsFunc(lines, func(s string) bool { return strings.Contains(s, id+" ") || strings.Contains(s, id+":") })
+	}
+	var broken8 []string
+	for _, c := range report.Checks {
+		if c.ID == "8" {
+			broken8 = c.Violations
+		}
+	}
+	if !mentions(report.BankInFlight, recent) || mentions(broken8, recent) {
+		t.Errorf("a payout paid at the bank a moment ago: in flight %v, broken %v", report.BankInFlight, broken8)
+	}
+	if mentions(report.BankInFlight, old) || !mentions(broken8, old) {
+		t.Errorf("a payout the ledger has not heard of for 3 hours: in flight %v, broken %v", report.BankInFlight, broken8)
+	}
+	if mentions(report.BankInFlight, ahead) || !mentions(broken8, ahead) {
+		t.Errorf("a payout paid in the ledger, pending at the bank: in flight %v, broken %v", report.BankInFlight, broken8)
 	}
 }

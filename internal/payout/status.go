@@ -22,4 +22,8 @@ const (
 	Holding      Status = "holding"       // holding the money
 	Sending      Status = "sending"       // giving the instruction to the bank
 	AwaitingBank Status = "awaiting_bank" // waiting for the bank's outcome
+	// BankMismatch: the bank holds, under the payout's key, a payment that is not the payout's
+	// (another amount, currency, destination or reference). Nothing is settled; the run waits for
+	// a person (docs/runbook.md).
+	BankMismatch Status = "bank_mismatch"
 )

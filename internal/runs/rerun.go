@@ -48,9 +48,12 @@ func EachFailed(ctx context.Context, c client.Client, workflowType string, since
 }
 
 // EachRunning calls f for every workflow of type workflowType with a run going, as Temporal's
-// visibility lists them.
-func EachRunning(ctx context.Context, c client.Client, workflowType string, f func(workflowID string)) error {
+// visibility lists them, among those filter (a visibility query, or "") admits.
+func EachRunning(ctx context.Context, c client.Client, workflowType, filter string, f func(workflowID string)) error {
 	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflowType)
+	if filter != "" {
+		query += " AND " + filter
+	}
 	var page []byte
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: page, PageSize: 1000})

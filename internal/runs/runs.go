@@ -28,6 +28,10 @@ type Operation struct {
 	// Lock runs f while holding the lock of the operation's claim, so that of the starters of
 	// one use of a key, one starts its run after an earlier use's.
 	Lock func(ctx context.Context, f func() error) error
+	// Unclaim withdraws the operation's claim when its run cannot start because a run of an
+	// earlier use of the key is still open: the caller is told nothing was done (InUseError),
+	// and nothing later runs it behind the caller's back.
+	Unclaim func(ctx context.Context) error
 }
 
 // InUseError is an operation whose workflow ID is taken: by its own run still going after the
@@ -48,15 +52,23 @@ func (e *InUseError) Error() string {
 // Start starts the operation's run, or finds it: a run already there under the workflow ID (a
 // concurrent duplicate's, or a completed one) is the operation's only if its memo names the
 // operation. A run of an earlier use of the key is never joined: while it is still open (held
-// by a worker that stopped, or re-opened by a UI Reset) this use waits its turn (InUseError);
-// once it has closed, this use's run starts after it.
+// by a worker that stopped, a payout waiting out its return window, or re-opened by a UI Reset)
+// this use is refused (InUseError) and its claim withdrawn (Unclaim); once that run has closed,
+// this use's run starts after it.
 func (o Operation) Start(ctx context.Context) (client.WorkflowRun, error) {
 	run, err := o.Client.ExecuteWorkflow(ctx, o.StartOptions(), o.Workflow, o.Input)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &already) {
-		return o.existingRun(ctx)
+	if !errors.As(err, &already) {
+		return run, TemporalError(err)
 	}
-	return run, TemporalError(err)
+	run, err = o.existingRun(ctx)
+	var inUse *InUseError
+	if errors.As(err, &inUse) && inUse.EarlierUse && o.Unclaim != nil {
+		if uerr := o.Unclaim(ctx); uerr != nil {
+			return nil, uerr
+		}
+	}
+	return run, err
 }
 
 // StartOptions are the options the run starts with: the memo naming the operation, and never
