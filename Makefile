@@ -1,12 +1,20 @@
 # The two commands a newcomer needs: `make run` and `make test`.
 TEMPORAL_VERSION := v1.5.1
+# The Temporal server and Web UI the CLI above embeds (its go.mod), for `make run-cluster`.
+TEMPORAL_SERVER_VERSION := v1.29.1
+TEMPORAL_UI_VERSION := v2.42.1
 GO ?= go
 export PATH := $(CURDIR)/bin:$(PATH)
 
-.PHONY: run test test-unit test-faults bench build lint fuzz compose-check clean
+.PHONY: run run-cluster test test-unit test-faults test-cluster bench build lint fuzz compose-check clean
 
 run: bin/temporal
 	@$(GO) run ./cmd/devstack
+
+# The production topology on this machine: a Temporal cluster on PostgreSQL, two APIs, two
+# workers, the bank simulator (cmd/devstack, docs/cluster.md).
+run-cluster: bin/temporal bin/temporal-server/server bin/temporal-ui/server
+	@$(GO) run ./cmd/devstack --cluster
 
 build: bin/payments
 
@@ -20,18 +28,46 @@ bin/temporal:
 		awk '{ n++; printf "\r    compiled %d packages (%s)\033[K", n, $$0 } END { print "" }'
 	@test -x bin/temporal && echo "==> Temporal CLI ready: ./bin/temporal"
 
+# The Temporal server (its four services, the schema tool, the PostgreSQL schema), built from
+# the Go module proxy once.
+bin/temporal-server/server:
+	@echo "==> Building the Temporal server $(TEMPORAL_SERVER_VERSION) into ./bin/temporal-server (first time only, about 5 minutes)..."
+	@GOBIN=$(CURDIR)/bin/temporal-server $(GO) install -v go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION) \
+		go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION) 2>&1 | \
+		awk '{ n++; printf "\r    compiled %d packages (%s)\033[K", n, $$0 } END { print "" }'
+	@rm -rf bin/temporal-server/schema && \
+		cp -R "$$($(GO) mod download -json go.temporal.io/server@$(TEMPORAL_SERVER_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')/schema/postgresql/v12" bin/temporal-server/schema && \
+		chmod -R u+w bin/temporal-server/schema
+	@test -x bin/temporal-server/server && test -x bin/temporal-server/sql && test -d bin/temporal-server/schema/temporal && \
+		echo "==> Temporal server ready: ./bin/temporal-server"
+
+# The Temporal Web UI server (the UI is embedded in it).
+bin/temporal-ui/server:
+	@echo "==> Building the Temporal UI $(TEMPORAL_UI_VERSION) into ./bin/temporal-ui (first time only, a few minutes)..."
+	@GOBIN=$(CURDIR)/bin/temporal-ui $(GO) install -v github.com/temporalio/ui-server/v2/cmd/server@$(TEMPORAL_UI_VERSION) 2>&1 | \
+		awk '{ n++; printf "\r    compiled %d packages (%s)\033[K", n, $$0 } END { print "" }'
+	@test -x bin/temporal-ui/server && echo "==> Temporal UI ready: ./bin/temporal-ui/server"
+
 test: lint compose-check test-unit test-faults
 
-test-unit: bin/temporal
+test-unit: bin/temporal bin/temporal-server/server
 	@echo "==> Unit and integration tests (real PostgreSQL, real Temporal dev server, -race)"
 	@# -p 1: each integration package runs its own dev servers, processes and load tests; one at
 	@# a time, they do not compete for the CPUs (two on this machine and in CI).
 	$(GO) test -race -count=1 -p 1 $$($(GO) list ./... | grep -v /faults)
 
-# The slow ones: a worker killed mid-transfer, PostgreSQL cut off under load, Temporal restarted.
-test-faults: bin/temporal
-	@echo "==> Fault tests (processes killed, connections cut, servers restarted; about a minute)"
+# The slow ones: a worker killed mid-transfer, PostgreSQL cut off under load, Temporal restarted;
+# and, on a Temporal cluster with the APIs and workers apart (TestCluster*), a history service
+# killed, a matching service killed, a frontend restarted.
+test-faults: bin/temporal bin/temporal-server/server
+	@echo "==> Fault tests (processes killed, connections cut, servers restarted; about two minutes)"
 	$(GO) test -race -count=1 -v ./faults/
+
+# Every suite against a Temporal cluster (four service processes on PostgreSQL) instead of the
+# dev server: each test package starts a cluster of its own. Several minutes.
+test-cluster: bin/temporal bin/temporal-server/server
+	@echo "==> Every suite against a Temporal cluster (several minutes)"
+	PAYMENTS_TEST_TEMPORAL=cluster $(GO) test -race -count=1 -p 1 ./...
 
 lint:
 	@echo "==> gofmt, go vet, workflowcheck"

@@ -92,6 +92,9 @@ func (a *Activities) MarkTransferFailed(ctx context.Context, transferID, reason 
 		return Posted{Status: t.Status}, err
 	}
 	scope, _ := idempotency.ScopeOf(t.WorkflowID)
+	if scope, _, err = idempotency.Resolve(ctx, a.Ledger.DB, scope, t.ID); err != nil {
+		return Posted{Status: t.Status}, err
+	}
 	resp, err := ledger.StoredAnswer(ctx, a.Ledger.DB, scope, t, a.Answer)
 	return Posted{Status: t.Status, Response: resp}, err
 }

@@ -321,7 +321,7 @@ func keysOf(ownerID string, ts []planned) (ids []string, from []string) {
 // at that point together.
 func TestWorkerKilledBetweenCommitAndRecord(t *testing.T) {
 	env := testenv.New(t, "payments_test_faults_worker", testenv.Options{NoWorker: true})
-	toTemporal := testenv.NewProxy(t, env.Dev.FrontendHostPort())
+	toTemporal := testenv.NewProxy(t, env.TemporalAddr())
 	// Enough connections for all 20 postings to wait on their locks at once.
 	first := env.Process(t, testenv.BuildPayments(t), toTemporal.Addr(), []string{"worker"},
 		"DATABASE_URL="+env.URL+"&pool_max_conns=32")
@@ -492,8 +492,8 @@ func TestPostgresUnreachableDuringLoad(t *testing.T) {
 		count, retried, waited, a.summary())
 }
 
-// The Temporal server stops and starts again (its state in a SQLite file) while transfers are
-// in flight: they complete once, and their retries get the result.
+// The Temporal server stops and starts again (its state in a SQLite file, or every service of a
+// cluster, its state in PostgreSQL) while transfers are in flight: they complete once, and their retries get the result.
 func TestTemporalRestartsMidFlight(t *testing.T) {
 	env := testenv.New(t, "payments_test_faults_temporal", testenv.Options{
 		TemporalState: filepath.Join(t.TempDir(), "temporal.db")})
@@ -507,10 +507,10 @@ func TestTemporalRestartsMidFlight(t *testing.T) {
 	if n := env.Count(t, `SELECT count(*) FROM transfers WHERE from_account_id = ANY($1) AND status = 'pending'`, from); n != len(ts) {
 		t.Fatalf("%d transfers pending before the restart, want %d", n, len(ts))
 	}
-	oldPid := env.Dev.Pid()
+	oldPids := env.TemporalPids()
 	env.RestartTemporal(t)
-	if env.Dev.Pid() == oldPid {
-		t.Fatal("the dev server was not restarted")
+	if pids := env.TemporalPids(); slices.ContainsFunc(pids, func(p int) bool { return slices.Contains(oldPids, p) }) {
+		t.Fatalf("the Temporal server was not restarted: processes %v before, %v after", oldPids, pids)
 	}
 	// The postings waited through the restart, and the server kept the same runs.
 	if n := env.Waiting(t); n < len(ts) {

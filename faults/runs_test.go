@@ -128,7 +128,7 @@ func TestTerminatedRunsMoveNoMoneyAndRunAgain(t *testing.T) {
 // answered with the old transfer: it waits its turn (409), then runs as a transfer of its own.
 func TestNewUseOfAKeyNeverJoinsAnEarlierRun(t *testing.T) {
 	env := testenv.New(t, "payments_test_faults_join", testenv.Options{NoWorker: true, TTL: time.Millisecond, SyncWait: time.Second})
-	toTemporal := testenv.NewProxy(t, env.Dev.FrontendHostPort())
+	toTemporal := testenv.NewProxy(t, env.TemporalAddr())
 	first := env.Process(t, testenv.BuildPayments(t), toTemporal.Addr(), []string{"worker"},
 		"PAYMENTS_METRICS_ADDR="+testenv.FreeAddr())
 	ownerID, key := env.Owner(t)

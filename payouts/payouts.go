@@ -336,6 +336,12 @@ var processingRuns = fmt.Sprintf("PayoutStatus IN ('%s', '%s', '%s', '%s')",
 // of its key still runs) or skipped (under no idempotency scope).
 func (s *Service) restart(ctx context.Context, po ledger.Payout) (string, error) {
 	scope, ok := idempotency.ScopeOf(po.WorkflowID)
+	if ok {
+		var err error
+		if scope, ok, err = idempotency.Resolve(ctx, s.Ledger.DB, scope, po.ID); err != nil {
+			return "", err
+		}
+	}
 	if !ok {
 		return "skipped", nil
 	}

@@ -35,6 +35,14 @@ func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (ac
 	err := s.Ledger.StalePending(ctx, olderThan, func(page []ledger.Transfer) error {
 		for _, t := range page {
 			scope, ok := idempotency.ScopeOf(t.WorkflowID)
+			if ok {
+				var err error
+				if scope, ok, err = idempotency.Resolve(ctx, s.Ledger.DB, scope, t.ID); err != nil {
+					res.Errors++
+					errs = append(errs, fmt.Errorf("transfer %s (%s): %w", t.ID, t.WorkflowID, err))
+					continue
+				}
+			}
 			if !ok {
 				res.Skipped++
 				continue

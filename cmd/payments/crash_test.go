@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 
 	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/testenv"
 	"github.com/payments/payments/workflows"
 )
@@ -19,24 +20,7 @@ import (
 // startAPI runs `payments api` against the test database and Temporal and returns its base URL
 // once it is ready.
 func startAPI(t *testing.T, e *testenv.Env, bin string) (*exec.Cmd, string) {
-	return startAPIVia(t, e, bin, "")
-}
-
-// startAPIVia is startAPI reaching Temporal at temporalAddr (a proxy), when not empty.
-func startAPIVia(t *testing.T, e *testenv.Env, bin, temporalAddr string) (*exec.Cmd, string) {
-	t.Helper()
-	addr := testenv.FreeAddr()
-	cmd := e.Process(t, bin, temporalAddr, []string{"api"}, "PAYMENTS_HTTP_ADDR="+addr)
-	base := "http://" + addr
-	testenv.WaitFor(t, "payments api to be ready", func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return cmd, base
+	return e.StartAPI(t, bin, "")
 }
 
 // The API process dies (SIGKILL) after starting the transfer's workflow and before answering;
@@ -94,12 +78,15 @@ func TestAPIKilledBetweenStartAndAnswer(t *testing.T) {
 // a client that never retries, the transfer-recovery Schedule starts it once the claim is past
 // its bound.
 func TestAPIKilledBetweenClaimAndStart(t *testing.T) {
-	toTemporal := testenv.NewProxy(t, env.Dev.FrontendHostPort())
-	api, base := startAPIVia(t, env, testenv.BuildPayments(t), toTemporal.Addr())
+	toTemporal := testenv.NewProxy(t, env.TemporalAddr())
+	api, base := env.StartAPI(t, testenv.BuildPayments(t), toTemporal.Addr())
 	ownerID, key := env.Owner(t)
 	from, to := env.Account(t, key, "USD"), env.Account(t, key, "USD")
 	env.Fund(t, from, 1_000)
-	bodies := map[string]string{"retried": testenv.TransferBody(from, to, 600), "abandoned": testenv.TransferBody(from, to, 300)}
+	// The abandoned one has a key of the longest kind, too long to be whole in its workflow ID:
+	// the recovery pass finds it in its record.
+	abandoned := strings.Repeat("a", 250) + "-long"
+	bodies := map[string]string{"retried": testenv.TransferBody(from, to, 600), abandoned: testenv.TransferBody(from, to, 300)}
 
 	toTemporal.Freeze()
 	for k, body := range bodies {
@@ -112,10 +99,12 @@ func TestAPIKilledBetweenClaimAndStart(t *testing.T) {
 			}
 		}()
 	}
-	wf := func(k string) string { return "transfer/" + ownerID + "/" + k }
+	wf := func(k string) string {
+		return idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteTransfers, Key: k}.WorkflowID()
+	}
 	testenv.WaitFor(t, "both claims to commit", func() bool {
 		return env.Count(t, `SELECT count(*) FROM transfers WHERE workflow_id = ANY($1) AND status = 'pending'`,
-			[]string{wf("retried"), wf("abandoned")}) == 2
+			[]string{wf("retried"), wf(abandoned)}) == 2
 	})
 	if err := api.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -134,7 +123,7 @@ func TestAPIKilledBetweenClaimAndStart(t *testing.T) {
 
 	// Nobody retries the other one: past its bound, the recovery pass starts it.
 	if _, err := env.DB.Exec(context.Background(), `UPDATE transfers SET created_at = now() - $2::interval WHERE workflow_id = $1`,
-		wf("abandoned"), workflows.StaleAfter+time.Minute); err != nil {
+		wf(abandoned), workflows.StaleAfter+time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	var res activities.StaleResult
@@ -142,10 +131,10 @@ func TestAPIKilledBetweenClaimAndStart(t *testing.T) {
 	if res.Started < 1 {
 		t.Fatalf("recovery pass %+v: the abandoned claim was not started", res)
 	}
-	if st := env.Settled(t, wf("abandoned")); st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+	if st := env.Settled(t, wf(abandoned)); st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		t.Fatalf("abandoned transfer's workflow: %v", st)
 	}
-	later := env.Do(t, "POST", "/v1/transfers", key, "abandoned", bodies["abandoned"])
+	later := env.Do(t, "POST", "/v1/transfers", key, abandoned, bodies[abandoned])
 	if later.Status != http.StatusCreated || later.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("the abandoned client, retrying much later: %d %s", later.Status, later.Body)
 	}

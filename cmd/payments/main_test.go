@@ -91,7 +91,7 @@ func TestDepositRunsThroughTheTransferWorkflowOnce(t *testing.T) {
 		t.Fatalf("deposit workflow: %v", st)
 	}
 	t.Setenv("DATABASE_URL", env.URL)
-	t.Setenv("TEMPORAL_ADDRESS", env.Dev.FrontendHostPort())
+	t.Setenv("TEMPORAL_ADDRESS", env.TemporalAddr())
 	var usage usageError
 	err := dispatch(context.Background(), []string{"deposit", "--account", money.FundingAccountID("EUR"), "--amount-minor", "1"}, io.Discard)
 	if !errors.As(err, &usage) {
@@ -142,7 +142,7 @@ func TestWorkerChecksSearchAttributes(t *testing.T) {
 		return err == nil
 	})
 	t.Setenv("DATABASE_URL", env.URL)
-	t.Setenv("TEMPORAL_ADDRESS", env.Dev.FrontendHostPort())
+	t.Setenv("TEMPORAL_ADDRESS", env.TemporalAddr())
 	t.Setenv("TEMPORAL_NAMESPACE", "bare")
 	err = dispatch(ctx, []string{"worker"}, io.Discard)
 	want := "temporal operator search-attribute create --namespace bare --name AmountMinor --type Int --name Currency --type Keyword"

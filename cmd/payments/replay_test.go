@@ -62,7 +62,7 @@ func TestRerunFailedCompletesEachTransferOnce(t *testing.T) {
 	fix()
 
 	t.Setenv("DATABASE_URL", env.URL)
-	t.Setenv("TEMPORAL_ADDRESS", env.Dev.FrontendHostPort())
+	t.Setenv("TEMPORAL_ADDRESS", env.TemporalAddr())
 	var out bytes.Buffer
 	if err := dispatch(context.Background(), []string{"rerun", "failed", "--since", "1h"}, &out); err != nil {
 		t.Fatalf("rerun failed: %v\n%s", err, out.String())
@@ -187,7 +187,7 @@ func writeHistory(t *testing.T, workflowID, runID, name string) {
 // and leaves a ledger that reconciles. (A smoke test: the numbers are for docs/benchmarks.md.)
 func TestBenchCommand(t *testing.T) {
 	t.Setenv("DATABASE_URL", env.URL)
-	t.Setenv("TEMPORAL_ADDRESS", env.Dev.FrontendHostPort())
+	t.Setenv("TEMPORAL_ADDRESS", env.TemporalAddr())
 	out := filepath.Join(t.TempDir(), "bench.json")
 	var b bytes.Buffer
 	err := dispatch(context.Background(), []string{"bench", "--api", env.Server.URL, "--clients", "2",

@@ -16,6 +16,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/payments/payments/internal/child"
 	"github.com/payments/payments/workflows"
 )
 
@@ -44,9 +45,9 @@ type Options struct {
 	Log      io.Writer
 }
 
-// Server is a running dev server, a child of this process that dies with it (see StartChild).
+// Server is a running dev server, a child of this process that dies with it (see child.Start).
 type Server struct {
-	child    *Child
+	child    *child.Child
 	client   client.Client
 	hostPort string
 }
@@ -65,7 +66,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	hostPort := o.HostPort
 	if hostPort == "" {
 		var err error
-		if hostPort, err = freeHostPort(); err != nil {
+		if hostPort, err = child.FreeHostPort(); err != nil {
 			return nil, err
 		}
 	} else if l, err := net.Listen("tcp", hostPort); err != nil {
@@ -83,16 +84,16 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.Log == nil {
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	}
-	child, err := StartChild(cmd)
+	proc, err := child.Start(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", o.Binary, err)
 	}
-	c, err := waitReady(ctx, child, client.Options{HostPort: hostPort, Namespace: namespace, Logger: quiet{}})
+	c, err := waitReady(ctx, proc, client.Options{HostPort: hostPort, Namespace: namespace, Logger: quiet{}})
 	if err != nil {
-		_ = child.Kill()
+		_ = proc.Kill()
 		return nil, err
 	}
-	return &Server{child: child, client: c, hostPort: hostPort}, nil
+	return &Server{child: proc, client: c, hostPort: hostPort}, nil
 }
 
 const namespace = "default"
@@ -131,7 +132,7 @@ func serverArgs(o Options, host, port string) []string {
 const readyWithin = time.Minute
 
 // waitReady dials the server until it answers, it exits, ctx ends or readyWithin passes.
-func waitReady(ctx context.Context, child *Child, opts client.Options) (client.Client, error) {
+func waitReady(ctx context.Context, proc *child.Child, opts client.Options) (client.Client, error) {
 	deadline := time.NewTimer(readyWithin)
 	defer deadline.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -142,8 +143,8 @@ func waitReady(ctx context.Context, child *Child, opts client.Options) (client.C
 			return c, nil
 		}
 		select {
-		case <-child.Done():
-			return nil, fmt.Errorf("the dev server exited before answering (%v); last dial error: %w", child.Wait(), err)
+		case <-proc.Done():
+			return nil, fmt.Errorf("the dev server exited before answering (%v); last dial error: %w", proc.Wait(), err)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-deadline.C:

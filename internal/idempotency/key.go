@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -14,7 +15,7 @@ import (
 // Header is the request header that carries the client's key.
 const Header = "Idempotency-Key"
 
-// MaxKeyLength bounds a key so that workflow IDs derived from it stay well inside Temporal's limits.
+// MaxKeyLength bounds a key (docs/contract.md §3); a workflow ID keeps what fits of it (WorkflowID).
 const MaxKeyLength = 255
 
 var (
@@ -103,26 +104,50 @@ var routeNames = map[string]string{RouteTransfers: "transfer", RouteDeposit: "de
 // It is a pure function of the scope, reads well in the Temporal UI, and keeps the client's key
 // verbatim at the end (keys are visible ASCII, so the ID needs no escaping; the owner id never
 // contains '/', so the split is unambiguous). A payin's is payin/<bank event id>.
+//
+// A Temporal cluster on SQL persistence stores workflow IDs of at most MaxWorkflowID bytes, and a
+// key may be 255 characters: when the ID would be longer, its key is cut to what fits and ends
+// with "~" and the first 128 bits of the whole key's SHA-256 in hex, still unique to the scope.
+// The ledger holds the same ID; ScopeOf gives such a scope without its key.
 func (s Scope) WorkflowID() string {
+	id := routeNames[s.Route] + "/" + s.OwnerID + "/" + s.Key
 	if s.Route == RoutePayin {
-		return routeNames[s.Route] + "/" + s.Key
+		id = routeNames[s.Route] + "/" + s.Key
 	}
-	return routeNames[s.Route] + "/" + s.OwnerID + "/" + s.Key
+	if len(id) <= MaxWorkflowID {
+		return id
+	}
+	sum := sha256.Sum256([]byte(s.Key))
+	digest := "~" + hex.EncodeToString(sum[:16])
+	return id[:MaxWorkflowID-len(digest)] + digest
 }
 
-// ScopeOf is the scope whose WorkflowID is id; ok is false for an ID no scope has.
+// MaxWorkflowID is the longest workflow ID Temporal stores on PostgreSQL or MySQL (a
+// varchar(255) column), in bytes.
+const MaxWorkflowID = 255
+
+// shortened matches the end of a WorkflowID whose key was cut.
+var shortened = regexp.MustCompile(`~[0-9a-f]{32}$`)
+
+// ScopeOf is the scope whose WorkflowID is id; ok is false for an ID no scope has. For the ID of
+// a key too long to appear whole (WorkflowID), the scope has its owner and route but Key is
+// empty: the key is in the scope's idempotency record (KeyOf).
 func ScopeOf(id string) (s Scope, ok bool) {
 	name, rest, _ := strings.Cut(id, "/")
 	if name == routeNames[RoutePayin] {
-		return Scope{Route: RoutePayin, Key: rest}, rest != ""
-	}
-	owner, key, found := strings.Cut(rest, "/")
-	for route, n := range routeNames {
-		if n == name && found && owner != "" && key != "" {
-			return Scope{OwnerID: owner, Route: route, Key: key}, true
+		s = Scope{Route: RoutePayin, Key: rest}
+		ok = rest != ""
+	} else if owner, key, found := strings.Cut(rest, "/"); found && owner != "" && key != "" {
+		for route, n := range routeNames {
+			if n == name {
+				s, ok = Scope{OwnerID: owner, Route: route, Key: key}, true
+			}
 		}
 	}
-	return Scope{}, false
+	if ok && len(id) == MaxWorkflowID && shortened.MatchString(id) {
+		s.Key = ""
+	}
+	return s, ok
 }
 
 // TransferID is the id of the transfer made by the use-th operation in scope s (0 for the

@@ -88,3 +88,38 @@ func TestCanonicalIgnoresOrderAndSpacingOnly(t *testing.T) {
 		t.Fatal("trailing data must be rejected")
 	}
 }
+
+// A workflow ID never exceeds what Temporal stores on SQL, whatever the key's length; keys that
+// differ only after the cut still get IDs of their own; and a long key's ID gives its scope back
+// without the key, for Resolve to complete.
+func TestLongKeysFitInAWorkflowID(t *testing.T) {
+	long := strings.Repeat("k", MaxKeyLength)
+	seen := map[string]Scope{}
+	for _, sc := range []Scope{
+		{OwnerID: "own_0123456789abcdef01234567", Route: RouteTransfers, Key: long},
+		{OwnerID: "own_0123456789abcdef01234567", Route: RouteTransfers, Key: long[:MaxKeyLength-1] + "x"},
+		{OwnerID: "own_0123456789abcdef01234567", Route: RoutePayouts, Key: long},
+		{OwnerID: "own_0123456789abcdef01234568", Route: RouteTransfers, Key: long},
+		{Route: RoutePayin, Key: strings.Repeat("e", 300)},
+	} {
+		id := sc.WorkflowID()
+		if len(id) > MaxWorkflowID {
+			t.Fatalf("%d-byte workflow ID %q", len(id), id)
+		}
+		if other, dup := seen[id]; dup {
+			t.Fatalf("scopes %+v and %+v share workflow ID %q", other, sc, id)
+		}
+		seen[id] = sc
+		got, ok := ScopeOf(id)
+		want := sc
+		want.Key = ""
+		if !ok || got != want {
+			t.Fatalf("ScopeOf(%q) = %+v, %v; want %+v", id, got, ok, want)
+		}
+	}
+	// The longest key that fits stays whole, and its scope comes back with it.
+	fits := Scope{OwnerID: "own_1", Route: RouteTransfers, Key: strings.Repeat("k", MaxWorkflowID-len("transfer/own_1/"))}
+	if got, ok := ScopeOf(fits.WorkflowID()); !ok || got != fits || !strings.HasSuffix(fits.WorkflowID(), fits.Key) {
+		t.Fatalf("ScopeOf(%q) = %+v, %v", fits.WorkflowID(), got, ok)
+	}
+}

@@ -104,6 +104,21 @@ func Lookup(ctx context.Context, db database.Querier, s Scope) (rec Record, foun
 	return row.record(), true, nil
 }
 
+// Resolve completes scope s with its key when ScopeOf could not give it (a key too long to be
+// whole in its workflow ID), from the record of the operation resourceID; found is false when
+// that record is gone. A scope with its key is returned as it is.
+func Resolve(ctx context.Context, db database.Querier, s Scope, resourceID string) (_ Scope, found bool, err error) {
+	if s.Key != "" {
+		return s, true, nil
+	}
+	err = db.QueryRow(ctx, `SELECT key FROM idempotency_records WHERE owner_id = $1 AND route = $2 AND resource_id = $3`,
+		s.OwnerID, s.Route, resourceID).Scan(&s.Key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s, false, nil
+	}
+	return s, err == nil, err
+}
+
 // Complete stores the final response of scope s, to be replayed for ttl. Call it in the same
 // transaction as the operation's effect, so that an effect never exists without its response.
 func Complete(ctx context.Context, db database.Querier, s Scope, r Response, ttl time.Duration) error {

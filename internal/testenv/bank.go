@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/payments/payments/internal/bank"
-	"github.com/payments/payments/internal/devserver"
+	"github.com/payments/payments/internal/child"
 )
 
 // bankClient talks to the simulator: not http.DefaultClient, whose answers are held to the API's
@@ -32,7 +32,7 @@ type Bank struct {
 	URL   string // where the processor reaches it
 	state string // its state file, kept across Restart
 	args  []string
-	child *devserver.Child
+	child *child.Child
 	log   *lockedBuffer
 }
 
@@ -59,7 +59,7 @@ func (b *Bank) start(ctx context.Context) error {
 	cmd.Env = append(os.Environ(), "PAYMENTS_BANK_SECRET="+BankSecret)
 	b.log = &lockedBuffer{}
 	cmd.Stderr = b.log
-	if b.child, err = devserver.StartChild(cmd); err != nil {
+	if b.child, err = child.Start(cmd); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(time.Minute)

@@ -46,7 +46,12 @@ func (r Response) JSON(t testing.TB) map[string]any {
 // Request builds a request to the API with the API key (when not empty) and a JSON body.
 func (e *Env) Request(t testing.TB, method, path, apiKey, body string) *http.Request {
 	t.Helper()
-	req, err := http.NewRequest(method, e.Server.URL+path, bytes.NewReader([]byte(body)))
+	return RequestAt(e.Server.URL, method, path, apiKey, body)
+}
+
+// RequestAt is Request to the API at base (a `payments api` process, say).
+func RequestAt(base, method, path, apiKey, body string) *http.Request {
+	req, err := http.NewRequest(method, base+path, bytes.NewReader([]byte(body)))
 	if err != nil {
 		panic(err) // a malformed path in the test itself
 	}
@@ -79,7 +84,13 @@ func Send(t testing.TB, req *http.Request) Response {
 // Do sends one request with the API key and, when idemKey is not empty, an Idempotency-Key.
 func (e *Env) Do(t testing.TB, method, path, apiKey, idemKey, body string) Response {
 	t.Helper()
-	req := e.Request(t, method, path, apiKey, body)
+	return DoAt(t, e.Server.URL, method, path, apiKey, idemKey, body)
+}
+
+// DoAt is Do to the API at base.
+func DoAt(t testing.TB, base, method, path, apiKey, idemKey, body string) Response {
+	t.Helper()
+	req := RequestAt(base, method, path, apiKey, body)
 	if idemKey != "" {
 		req.Header.Set("Idempotency-Key", idemKey)
 	}

@@ -16,7 +16,7 @@ import (
 // made it: prefix, the name the test gave, "_", that process's PID. Whatever the process does not
 // remove itself, because it panicked, hit -timeout or was killed, a later run removes once no
 // process with that PID is alive on this machine. The dev server and the processes a test starts
-// die with the test process (devserver.StartChild), so nothing holds on to them by then.
+// die with the test process (child.Start), so nothing holds on to them by then.
 const prefix = "payments_test_"
 
 // stateDirInfix separates a state directory's database name from os.MkdirTemp's random suffix.

@@ -3,13 +3,14 @@ package testenv
 import (
 	"bytes"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 
-	"github.com/payments/payments/internal/devserver"
+	"github.com/payments/payments/internal/child"
 )
 
 // FreeAddr is a local host:port nothing listens on now.
@@ -35,12 +36,12 @@ func BuildPayments(t testing.TB) string {
 
 // Process starts bin with args and the Env's database and Temporal (or temporalAddr when not
 // empty) in its environment. It is killed when t ends, or when this process dies (see
-// devserver.StartChild), and its stderr shown if t failed. The caller may kill it, but must not
+// child.Start), and its stderr shown if t failed. The caller may kill it, but must not
 // Wait for it.
 func (e *Env) Process(t testing.TB, bin, temporalAddr string, args []string, env ...string) *exec.Cmd {
 	t.Helper()
 	if temporalAddr == "" {
-		temporalAddr = e.Dev.FrontendHostPort()
+		temporalAddr = e.TemporalAddr()
 	}
 	cmd := exec.Command(bin, args...)
 	// A small pool: test packages run in parallel, each with several processes, against one
@@ -50,12 +51,12 @@ func (e *Env) Process(t testing.TB, bin, temporalAddr string, args []string, env
 		"PAYMENTS_BANK_URL="+e.bankURL, "PAYMENTS_BANK_SECRET="+BankSecret), env...)
 	logs := &lockedBuffer{}
 	cmd.Stderr = logs
-	child, err := devserver.StartChild(cmd)
+	proc, err := child.Start(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = child.Kill()
+		_ = proc.Kill()
 		if t.Failed() {
 			t.Logf("%s %v log:\n%s", filepath.Base(bin), args, logs.String())
 		}
@@ -78,4 +79,23 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// StartAPI starts `payments api` (bin) on a free port, reaching Temporal at temporalAddr (a
+// proxy) when not empty and the Env's otherwise, and returns the process and its base URL once
+// it is ready. env adds to its environment.
+func (e *Env) StartAPI(t testing.TB, bin, temporalAddr string, env ...string) (*exec.Cmd, string) {
+	t.Helper()
+	addr := FreeAddr()
+	cmd := e.Process(t, bin, temporalAddr, []string{"api"}, append([]string{"PAYMENTS_HTTP_ADDR=" + addr}, env...)...)
+	base := "http://" + addr
+	WaitFor(t, "payments api to be ready", func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return cmd, base
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/payments/payments/api"
 	"github.com/payments/payments/internal/app"
+	"github.com/payments/payments/internal/cluster"
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/devserver"
@@ -43,12 +44,14 @@ type Env struct {
 	Temporal  client.Client
 	Transfers *transfers.Service
 	Server    *httptest.Server
-	Dev       *devserver.Server
-	Worker    sdkworker.Worker // nil with Options.NoWorker
-	Bank      *Bank            // nil without Options.Bank
-	minTTL    *time.Duration   // the shortest idempotency TTL any of the Env's APIs used
+	Dev       *devserver.Server // nil on a cluster
+	Cluster   *cluster.Cluster  // nil on the dev server (Clustered)
+	Worker    sdkworker.Worker  // nil with Options.NoWorker
+	Bank      *Bank             // nil without Options.Bank
+	minTTL    *time.Duration    // the shortest idempotency TTL any of the Env's APIs used
 
 	devOptions devserver.Options
+	clusterDBs [2]string      // the cluster's persistence and visibility databases
 	database   string         // the test database's name, dropped by Close
 	stateDir   string         // the dev server's state, removed by Close
 	apiLog     *slog.Logger   // the APIs' warnings, if kept (PAYMENTS_TEST_LOGS)
@@ -72,12 +75,13 @@ type Options struct {
 	DatabaseHost  string // host:port the Env reaches PostgreSQL through (a Proxy); default direct
 	NoWorker      bool   // run no worker here: the test runs its own (no eager start then)
 	TemporalState string // the dev server's SQLite file, so that RestartTemporal keeps its state
+	Cluster       bool   // run on a Temporal cluster of the Env's own, whatever Clustered says
 	Bank          bool   // run a bank simulator for the Env (Env.Bank)
 }
 
 // Start brings up an Env on a fresh database for name (see FreshDatabase). Call it from TestMain
 // and Close it after m.Run. If Start fails, it stops what it had started. Whatever happens to
-// this process, its dev server dies with it (see devserver.StartChild), and a later Start drops
+// this process, its dev server dies with it (see child.Start), and a later Start drops
 // its database and the dev server's state.
 func Start(ctx context.Context, name string, o Options) (_ *Env, err error) {
 	url, err := FreshDatabase(ctx, name)
@@ -103,19 +107,9 @@ func Start(ctx context.Context, name string, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	e.apiLog = slog.New(slog.NewTextHandler(apiLog, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if o.TemporalState != "" {
-		e.devOptions.HostPort = FreeAddr()
-	} else {
-		// A SQLite file, as under `make run`, rather than the dev server's in-memory database.
-		if e.stateDir, err = stateDir(e.database); err != nil {
-			return nil, err
-		}
-		e.devOptions.DBFile = filepath.Join(e.stateDir, "temporal.db")
-	}
-	if e.Dev, err = devserver.Start(ctx, e.devOptions); err != nil {
+	if err := e.startTemporal(ctx, name, o); err != nil {
 		return nil, err
 	}
-	e.Temporal = e.Dev.Client()
 	if o.DatabaseHost != "" {
 		url = strings.Replace(url, PostgresAddr(), o.DatabaseHost, 1)
 	}
@@ -147,6 +141,27 @@ func Start(ctx context.Context, name string, o Options) (_ *Env, err error) {
 	return e, nil
 }
 
+// startTemporal starts the Env's Temporal: a cluster, or the dev server.
+func (e *Env) startTemporal(ctx context.Context, name string, o Options) (err error) {
+	if o.Cluster || Clustered() {
+		return e.startCluster(ctx, name)
+	}
+	if o.TemporalState != "" {
+		e.devOptions.HostPort = FreeAddr()
+	} else {
+		// A SQLite file, as under `make run`, rather than the dev server's in-memory database.
+		if e.stateDir, err = stateDir(e.database); err != nil {
+			return err
+		}
+		e.devOptions.DBFile = filepath.Join(e.stateDir, "temporal.db")
+	}
+	if e.Dev, err = devserver.Start(ctx, e.devOptions); err != nil {
+		return err
+	}
+	e.Temporal = e.Dev.Client()
+	return nil
+}
+
 // New is Start for one test: the Env stops when t ends.
 func New(t testing.TB, name string, o Options) *Env {
 	t.Helper()
@@ -158,10 +173,16 @@ func New(t testing.TB, name string, o Options) *Env {
 	return e
 }
 
-// RestartTemporal stops the dev server and starts it again on the same port and state file.
-// Clients and workers reconnect by themselves.
+// RestartTemporal stops the dev server and starts it again on the same port and state file, or
+// restarts every service of the cluster. Clients and workers reconnect by themselves.
 func (e *Env) RestartTemporal(t testing.TB) {
 	t.Helper()
+	if e.Cluster != nil {
+		if err := e.Cluster.Restart(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	if e.devOptions.DBFile == "" {
 		t.Fatal("RestartTemporal needs Options.TemporalState")
 	}
@@ -245,6 +266,7 @@ func (e *Env) Close() {
 	if e.Dev != nil {
 		_ = e.Dev.Stop()
 	}
+	e.stopCluster()
 	if e.stateDir != "" {
 		_ = os.RemoveAll(e.stateDir)
 	}

@@ -48,7 +48,7 @@ func TestHelperDyingRun(t *testing.T) {
 		os.Exit(3)
 	}
 	cmd := e.Process(t, "sleep", "", []string{"600"})
-	b, _ := json.Marshal(report{URL: e.URL, DevAddr: e.Dev.FrontendHostPort(), StateDir: e.stateDir, ProcessPID: cmd.Process.Pid})
+	b, _ := json.Marshal(report{URL: e.URL, DevAddr: e.TemporalAddr(), StateDir: e.stateDir, ProcessPID: cmd.Process.Pid})
 	fmt.Println(reportMark + string(b))
 	if mode == "panic" {
 		go func() { panic("test timed out (simulated)") }()

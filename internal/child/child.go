@@ -1,4 +1,7 @@
-package devserver
+// Package child starts the processes this system runs beside itself (the Temporal server, the
+// bank simulator, payments processes in tests) so that none outlives the process that started
+// it, and finds free local ports for them.
+package child
 
 import (
 	"errors"
@@ -6,7 +9,7 @@ import (
 	"runtime"
 )
 
-// Child is a process started by StartChild: on Linux it is killed (SIGKILL) when this process
+// Child is a process started by Start: on Linux it is killed (SIGKILL) when this process
 // dies, however it dies: a panic, a test's -timeout, os.Exit, SIGKILL.
 type Child struct {
 	Cmd  *exec.Cmd
@@ -14,7 +17,7 @@ type Child struct {
 	err  error // cmd.Wait's, once done is closed
 }
 
-// StartChild starts cmd so that it does not outlive this process, and reaps it when it exits.
+// Start starts cmd so that it does not outlive this process, and reaps it when it exits.
 // Do not call cmd.Wait: call the Child's Wait.
 //
 // The kernel sends the parent-death signal (SysProcAttr.Pdeathsig) when the thread that forked
@@ -23,9 +26,9 @@ type Child struct {
 // that happened to run cmd.Start would kill the child in the middle of a test. So cmd is started
 // from a goroutine locked to its own thread, which no other goroutine can run on, and which stays
 // in cmd.Wait for as long as the child lives: its thread ends only after the child has.
-func StartChild(cmd *exec.Cmd) (*Child, error) {
+func Start(cmd *exec.Cmd) (*Child, error) {
 	if cmd.Process != nil {
-		return nil, errors.New("devserver: StartChild on a started command")
+		return nil, errors.New("child: Start on a started command")
 	}
 	dieWithParent(cmd)
 	c := &Child{Cmd: cmd, done: make(chan struct{})}

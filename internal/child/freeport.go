@@ -1,4 +1,4 @@
-package devserver
+package child
 
 import (
 	"fmt"
@@ -6,11 +6,11 @@ import (
 	"runtime"
 )
 
-// freeHostPort is a local address nothing listens on, as go.temporal.io/sdk/testsuite picks one:
+// FreeHostPort is a local address nothing listens on, as go.temporal.io/sdk/testsuite picks one:
 // on Linux, the port is left in TIME_WAIT by a connection the listener's side closed, so that
 // bind(:0) does not hand it to another process in the next minute while the dev server, which
 // sets SO_REUSEADDR, can still bind it.
-func freeHostPort() (string, error) {
+func FreeHostPort() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("no free port: %w", err)

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package devserver
+package child
 
 import "os/exec"
 

@@ -1,4 +1,4 @@
-package devserver
+package child
 
 import (
 	"fmt"
@@ -45,7 +45,7 @@ func eventually(cond func() bool) bool {
 
 // The parent-death signal fires when the thread that forked the child ends, not the process
 // (golang/go#27505): started the plain way from a thread that then ends, a child is killed at
-// once. Through StartChild, it lives on. (A goroutine locked to the main thread does not end
+// once. Through Start, it lives on. (A goroutine locked to the main thread does not end
 // it, so not every plain child dies: the test starts several.)
 func TestChildOutlivesTheThreadThatStartedIt(t *testing.T) {
 	const n = 5
@@ -69,13 +69,13 @@ func TestChildOutlivesTheThreadThatStartedIt(t *testing.T) {
 			}
 		})
 		startOnDyingThread(func() {
-			if c, err := StartChild(exec.Command("sleep", "60")); err == nil {
+			if c, err := Start(exec.Command("sleep", "60")); err == nil {
 				children = append(children, c)
 			}
 		})
 	}
 	if len(plain) != n || len(children) != n {
-		t.Fatalf("started %d plain children and %d through StartChild, want %d of each", len(plain), len(children), n)
+		t.Fatalf("started %d plain children and %d through Start, want %d of each", len(plain), len(children), n)
 	}
 	anyDied := eventually(func() bool {
 		for _, cmd := range plain {
@@ -91,7 +91,7 @@ func TestChildOutlivesTheThreadThatStartedIt(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	for _, c := range children {
 		if exited(c.Pid()) {
-			t.Errorf("a child died with the thread that called StartChild: %v", c.Wait())
+			t.Errorf("a child died with the thread that called Start: %v", c.Wait())
 		}
 	}
 }
@@ -104,7 +104,7 @@ func TestHelperParent(t *testing.T) {
 	if os.Getenv(helperEnv) == "" {
 		t.Skip("a helper process for TestChildDiesWithItsParent")
 	}
-	child, err := StartChild(exec.Command("sleep", "600"))
+	child, err := Start(exec.Command("sleep", "600"))
 	if err != nil {
 		fmt.Println(err)
 		os.Exit(3)
@@ -113,7 +113,7 @@ func TestHelperParent(t *testing.T) {
 	select {}
 }
 
-// A child started by StartChild dies when its parent is SIGKILLed.
+// A child started by Start dies when its parent is SIGKILLed.
 func TestChildDiesWithItsParent(t *testing.T) {
 	parent := exec.Command(os.Args[0], "-test.run=^TestHelperParent$", "-test.count=1")
 	parent.Env = append(os.Environ(), helperEnv+"=1")

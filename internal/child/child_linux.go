@@ -1,4 +1,4 @@
-package devserver
+package child
 
 import (
 	"os/exec"
