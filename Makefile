@@ -81,12 +81,16 @@ compose-check:
 		echo "==> docker-compose config"; docker-compose -f docker-compose.yml config -q; \
 	else echo "==> docker-compose not installed: skipping the compose file check"; fi
 
-# What a transfer costs, against the stack `make run` is running (start it first, in another
-# terminal). BENCH_FLAGS passes more, e.g. BENCH_FLAGS="--clients 32 --duration 5m".
+# What a transfer costs, against the stack `make run` or `make run-cluster` is running (start it
+# first, in another terminal). BENCH_FLAGS passes more, e.g. BENCH_FLAGS="--clients 32 --duration 5m".
 bench: bin/payments
-	@pgrep -f 'payments serve' >/dev/null || { echo "make bench: start 'make run' first (in another terminal)"; exit 1; }
 	@mkdir -p .data
-	bin/payments bench --json .data/bench.json --watch-pid "$$(pgrep -d, -xf 'bin/payments serve')" $(BENCH_FLAGS)
+	@if pgrep -xf 'bin/payments serve' >/dev/null; then \
+		bin/payments bench --topology serve --json .data/bench.json --watch-pid "$$(pgrep -d, -xf 'bin/payments serve')" $(BENCH_FLAGS); \
+	elif pgrep -xf 'bin/payments api' >/dev/null; then \
+		bin/payments bench --topology split --json .data/bench-cluster.json \
+			--watch-pid "$$(pgrep -d, -xf 'bin/payments (api|worker)')" $(BENCH_FLAGS); \
+	else echo "make bench: start 'make run' or 'make run-cluster' first (in another terminal)"; exit 1; fi
 
 # A longer fuzzing session than the seed corpus `make test` runs. FuzzAPI sends what it finds
 # through HTTP to a test environment (PostgreSQL, a dev server) that each fuzz worker starts:

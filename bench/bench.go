@@ -20,7 +20,8 @@ type Config struct {
 	Clients    int           // concurrent clients in the load phases
 	Duration   time.Duration // of each load phase
 	Sequential time.Duration // of each one-client phase; 0 skips them
-	Only       []string      // scenario ids to run (spread, hot, replay, posting, empty, tutorial); empty runs all
+	Only       []string      // scenario ids to run (spread, hot, payout, replay, posting, empty, started, uws, tutorial); empty runs all
+	Topology   string        // "serve" (the API and a worker in one process) or "split" (`payments api` apart from the workers)
 	CPUOf      []string      // command-line prefixes whose CPU use each phase reports, e.g. "temporal server"
 	Progress   io.Writer     // where the live progress line goes
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -146,10 +147,18 @@ func (m *cpuMeter) cores() map[string]float64 {
 	return out
 }
 
+// shortName is how a process is named in the report: its program and first argument
+// ("payments api", "temporal server" for the dev server, "postgres:" for a backend), and a
+// Temporal cluster's service process by its service ("temporal-server history").
 func shortName(pid int) string {
 	fields := strings.Fields(command(pid))
 	if len(fields) == 0 {
 		return fmt.Sprint(pid)
+	}
+	if strings.HasSuffix(fields[0], "temporal-server/server") {
+		if i := slices.Index(fields, "--service"); i > 0 && i+1 < len(fields) {
+			return "temporal-server " + fields[i+1]
+		}
 	}
 	name := fields[0][strings.LastIndexByte(fields[0], '/')+1:] // "postgres:" for a PostgreSQL backend
 	if len(fields) > 1 {

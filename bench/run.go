@@ -35,6 +35,7 @@ type Target struct {
 type Results struct {
 	Time          time.Time          `json:"time"`
 	Machine       string             `json:"machine"`
+	Topology      string             `json:"topology"`
 	Phases        []Phase            `json:"phases"`
 	HistoryEvents map[string]int     `json:"history_events"`
 	Targets       []Check            `json:"targets"`
@@ -76,7 +77,7 @@ func Run(ctx context.Context, cfg Config, t Target) (Results, error) {
 		return Results{}, fmt.Errorf("setting up accounts: %w", err)
 	}
 	res := Results{Time: time.Now().UTC(), Machine: fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()),
-		HistoryEvents: map[string]int{}}
+		Topology: cfg.Topology, HistoryEvents: map[string]int{}}
 	// Payouts last: each goes on after its answer (the bank's instruction, its callback, a
 	// return window's timer), and that work would weigh on whatever phase came after it.
 	for _, payouts := range []bool{false, true} {
@@ -97,8 +98,9 @@ func Run(ctx context.Context, cfg Config, t Target) (Results, error) {
 	if len(cfg.Only) == 0 {
 		res.HistoryEvents["tutorial"] = r.events(ctx, "bench-tutorial-"+r.id+"-1-0-0")
 		res.HistoryEvents["empty (eager)"] = r.events(ctx, "bench-empty-"+r.id+"-1-0-0")
+		res.HistoryEvents["empty (update-with-start)"] = r.events(ctx, "bench-uws-"+r.id+"-1-0-0")
 	}
-	res.Targets = checks(res.Phases)
+	res.Targets = checks(res.Phases, cfg.Topology)
 	return res, ctx.Err()
 }
 
@@ -115,6 +117,8 @@ const (
 	Replay    = "replay"
 	LedgerOne = "baseline: posting only"
 	Empty     = "baseline: empty eager"
+	Started   = "baseline: empty started"
+	UWS       = "baseline: empty update-with-start"
 	Tutorial  = "baseline: tutorial"
 )
 
@@ -130,7 +134,9 @@ func (r *run) scenarios(sequential, payouts bool) []scenario {
 		{"payout", NewPayout, r.payout(phase)},
 		{"replay", Replay, r.replay},
 		{"posting", LedgerOne, r.postingOnly(phase)},
-		{"empty", Empty, r.emptyWorkflow(phase)},
+		{"empty", Empty, r.emptyWorkflow(phase, true)},
+		{"started", Started, r.emptyWorkflow(phase, false)},
+		{"uws", UWS, r.updateWithStart(phase)},
 		{"tutorial", Tutorial, r.tutorial(phase)},
 	}
 	var chosen []scenario
@@ -260,15 +266,35 @@ func (r *run) postingOnly(phase string) op {
 	}
 }
 
-func (r *run) emptyWorkflow(phase string) op {
+// emptyWorkflow starts an empty workflow, eagerly (its first task runs in this process) or not
+// (dispatched through the matching service, as to a worker in another process), and waits for
+// its result.
+func (r *run) emptyWorkflow(phase string, eager bool) op {
+	kind := map[bool]string{true: "empty", false: "started"}[eager]
 	return func(ctx context.Context, c, n int) error {
 		run, err := r.t.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID: fmt.Sprintf("bench-empty-%s-%s-%d-%d", r.id, phase, c, n), TaskQueue: taskQueue, EnableEagerStart: true,
+			ID: fmt.Sprintf("bench-%s-%s-%s-%d-%d", kind, r.id, phase, c, n), TaskQueue: taskQueue, EnableEagerStart: eager,
 		}, emptyWorkflow)
 		if err != nil {
 			return err
 		}
 		return run.Get(ctx, nil)
+	}
+}
+
+// updateWithStart starts a workflow and has its answer in one call (Update-With-Start), the
+// workflow's first task dispatched through the matching service.
+func (r *run) updateWithStart(phase string) op {
+	return func(ctx context.Context, c, n int) error {
+		id := fmt.Sprintf("bench-uws-%s-%s-%d-%d", r.id, phase, c, n)
+		start := r.t.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue,
+			WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, emptyAnswered)
+		h, err := r.t.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start,
+			UpdateOptions: client.UpdateWorkflowOptions{UpdateName: answerUpdate, UpdateID: id, WaitForStage: client.WorkflowUpdateStageCompleted}})
+		if err != nil {
+			return err
+		}
+		return h.Get(ctx, nil)
 	}
 }
 

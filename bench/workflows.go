@@ -20,6 +20,22 @@ const taskQueue = "payments-bench"
 // emptyWorkflow does nothing: with eager start, the floor of what Temporal costs per transfer.
 func emptyWorkflow(workflow.Context) error { return nil }
 
+// answerUpdate is the Update emptyAnswered answers.
+const answerUpdate = "answer"
+
+// emptyAnswered does nothing but answer one Update: with Update-With-Start, the floor of a
+// workflow that answers its caller from a worker in another process.
+func emptyAnswered(ctx workflow.Context) error {
+	answered := false
+	if err := workflow.SetUpdateHandler(ctx, answerUpdate, func(workflow.Context) error {
+		answered = true
+		return nil
+	}); err != nil {
+		return err
+	}
+	return workflow.Await(ctx, func() bool { return answered })
+}
+
 // tutorialWorkflow is the shape most Temporal tutorials give a transfer: started without eager
 // start, one regular activity to post it, another to store the response.
 func tutorialWorkflow(ctx workflow.Context, p ledger.Posting) error {
@@ -46,6 +62,7 @@ func (a *tutorialActivities) Store(ctx context.Context, p ledger.Posting, resp i
 func startWorker(c client.Client, l *ledger.Ledger) (sdkworker.Worker, error) {
 	w := sdkworker.New(c, taskQueue, sdkworker.Options{})
 	w.RegisterWorkflow(emptyWorkflow)
+	w.RegisterWorkflow(emptyAnswered)
 	w.RegisterWorkflow(tutorialWorkflow)
 	w.RegisterActivity(&tutorialActivities{ledger: l})
 	return w, w.Start()

@@ -2,11 +2,15 @@
 // Temporal dev server (Web UI on :8233, state in ./.data/), creates and migrates the database,
 // runs `payments serve`, seeds two demo owners with accounts, prints how to use it, and stops
 // everything on Ctrl-C.
+//
+// With --cluster it is `make run-cluster`, the production topology (cluster.go): a Temporal
+// cluster on PostgreSQL, two `payments api` and two `payments worker` processes apart.
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/payments/payments/internal/auth"
 	"github.com/payments/payments/internal/config"
@@ -33,10 +38,16 @@ var demo = []struct{ owner, key string }{
 }
 
 func main() {
+	clustered := flag.Bool("cluster", false, "run the production topology: a Temporal cluster, two APIs and two workers")
+	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	run, name := run, "make run"
+	if *clustered {
+		run, name = runCluster, "make run-cluster"
+	}
 	if err := run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "make run: "+err.Error())
+		fmt.Fprintln(os.Stderr, name+": "+err.Error())
 		os.Exit(1)
 	}
 }
@@ -48,19 +59,11 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	step("Checking PostgreSQL (%s)", redact(cfg.DatabaseURL))
-	if _, err := database.Create(ctx, cfg.DatabaseURL); err != nil {
-		return err
-	}
-	db, err := database.Open(ctx, cfg.DatabaseURL)
+	db, err := prepareDatabase(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	step("Migrating the database")
-	if err := database.Migrate(ctx, db, os.Stdout); err != nil {
-		return err
-	}
 
 	step("Starting the Temporal dev server (gRPC localhost:7233, Web UI http://localhost:8233, state in .data/)")
 	if err := os.MkdirAll(".data", 0o755); err != nil {
@@ -81,18 +84,11 @@ func run(ctx context.Context) error {
 		_ = dev.Stop()
 	}()
 
-	step("Building bin/payments")
-	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join("bin", "payments"), "./cmd/payments")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building bin/payments: %w", err)
-	}
-	// The bank's callbacks are signed with this secret; a real deployment sets its own.
-	if os.Getenv("PAYMENTS_BANK_SECRET") == "" {
-		os.Setenv("PAYMENTS_BANK_SECRET", "dev-bank-secret")
+	if err := buildPayments(ctx); err != nil {
+		return err
 	}
 	step("Starting the bank simulator (%s, mild faults; state in .data/banksim.json, log in .data/banksim.log)", cfg.Bank.URL)
-	stopBank, err := startBank(cfg.Bank.URL, "http://localhost"+cfg.HTTPAddr+"/v1/bank/events")
+	stopBank, err := startBank(".data", cfg.Bank.URL, "http://localhost"+cfg.HTTPAddr+"/v1/bank/events")
 	if err != nil {
 		return err
 	}
@@ -125,7 +121,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	banner(base, cfg.Bank.URL, accounts)
+	banner(base, cfg.Bank.URL, accounts, "")
 
 	select {
 	case <-ctx.Done():
@@ -136,18 +132,52 @@ func run(ctx context.Context) error {
 	}
 }
 
+// prepareDatabase creates the database at url if it is missing, migrates it and opens it.
+func prepareDatabase(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	step("Checking PostgreSQL (%s)", redact(url))
+	if _, err := database.Create(ctx, url); err != nil {
+		return nil, err
+	}
+	db, err := database.Open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	step("Migrating the database")
+	if err := database.Migrate(ctx, db, os.Stdout); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// buildPayments builds bin/payments, and sets the bank's demo secret for the processes it runs.
+func buildPayments(ctx context.Context) error {
+	step("Building bin/payments")
+	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join("bin", "payments"), "./cmd/payments")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building bin/payments: %w", err)
+	}
+	// The bank's callbacks are signed with this secret; a real deployment sets its own.
+	if os.Getenv("PAYMENTS_BANK_SECRET") == "" {
+		os.Setenv("PAYMENTS_BANK_SECRET", "dev-bank-secret")
+	}
+	return nil
+}
+
 // bankFaults are the simulator's mild, realistic defaults under make run (docs/bank.md): a bank
 // that is a little slow, now and then refuses, and sends some callbacks twice, late, or never.
 var bankFaults = []string{"--latency", "20ms", "--error-rate", "0.01", "--settle-after", "2s", "--fail-rate", "0.02",
 	"--callback-drop-rate", "0.02", "--callback-dup-rate", "0.05", "--callback-delay", "1s"}
 
-// startBank starts `payments banksim` in the background and returns how to stop it.
-func startBank(bankURL, callbackURL string) (stop func(), err error) {
-	log, err := os.OpenFile(filepath.Join(".data", "banksim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// startBank starts `payments banksim` in the background, its state and log in dir, and returns
+// how to stop it.
+func startBank(dir, bankURL, callbackURL string) (stop func(), err error) {
+	log, err := os.OpenFile(filepath.Join(dir, "banksim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"banksim", "--state", filepath.Join(".data", "banksim.json"), "--callback-url", callbackURL}, bankFaults...)
+	args := append([]string{"banksim", "--state", filepath.Join(dir, "banksim.json"), "--callback-url", callbackURL}, bankFaults...)
 	bank := exec.Command(filepath.Join("bin", "payments"), args...)
 	bank.Stdout, bank.Stderr = log, log
 	if err := bank.Start(); err != nil {
@@ -223,14 +253,16 @@ func seed(ctx context.Context, db database.Querier) (map[string]string, error) {
 	return accounts, nil
 }
 
-func banner(base, bankURL string, accounts map[string]string) {
+// banner prints how to use the running system; more is printed after its first lines (the
+// cluster's processes, under make run-cluster).
+func banner(base, bankURL string, accounts map[string]string, more string) {
 	fmt.Printf(`
 Payments is running. Ctrl-C stops everything.
 
   API          %[1]s            (contract: %[1]s/openapi.yaml)
   Temporal UI  http://localhost:8233   (workflows: http://localhost:8233/namespaces/default/workflows)
   Bank         %[6]s   (simulator: docs/bank.md; its statement: %[6]s/payments)
-
+%[7]s
   Demo API keys
     alice  %[2]s   account %[3]s (USD, funded with 100000 minor)
     bob    %[4]s   account %[5]s (USD)
@@ -251,7 +283,7 @@ Payments is running. Ctrl-C stops everything.
       -H 'Content-Type: application/json' \
       -d '{"account_id":"%[3]s","amount_minor":500,"currency":"USD","destination":{"account_number":"000123456789","bank_code":"BANKUS33"}}'
 
-`, base, demo[0].key, accounts["alice"], demo[1].key, accounts["bob"], bankURL)
+`, base, demo[0].key, accounts["alice"], demo[1].key, accounts["bob"], bankURL, more)
 }
 
 // redact shows where a database URL points without its password.

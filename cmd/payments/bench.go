@@ -20,16 +20,18 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	clients := fs.Int("clients", 16, "concurrent clients in the load phases")
 	duration := fs.Duration("duration", 10*time.Second, "length of each load phase")
 	sequential := fs.Duration("sequential", 5*time.Second, "length of each one-client phase (0 skips them)")
-	only := fs.String("only", "", "run only these scenarios, comma-separated: spread, hot, replay, posting, empty, tutorial")
+	only := fs.String("only", "", "run only these scenarios, comma-separated: spread, hot, payout, replay, posting, empty, started, uws, tutorial")
+	topology := fs.String("topology", "serve", "what --api is: serve (the API with a worker in its process) or split (payments api, the workers apart)")
 	out := fs.String("json", "", "also write the results to this file, for comparison between runs")
 	watch := fs.String("watch-pid", "", "comma-separated pids whose peak resident memory to report (e.g. the API and the worker)")
-	cpuOf := fs.String("cpu-of", "payments serve,payments api,payments worker,temporal server,postgres",
+	cpuOf := fs.String("cpu-of", "payments serve,payments api,payments worker,temporal server,"+
+		"temporal-server frontend,temporal-server history,temporal-server matching,temporal-server worker,postgres",
 		"comma-separated command-line prefixes whose CPU use each phase reports (empty: none)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *clients < 1 || *duration <= 0 || *sequential < 0 {
-		return usagef("bench: --clients must be at least 1, --duration positive")
+	if *clients < 1 || *duration <= 0 || *sequential < 0 || (*topology != "serve" && *topology != "split") {
+		return usagef("bench: --clients must be at least 1, --duration positive, --topology serve or split")
 	}
 	pids, err := pidList("watch-pid", *watch)
 	if err != nil {
@@ -45,7 +47,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	peaks := bench.WatchRSS(watchCtx, pids)
 
 	res, err := bench.Run(ctx, bench.Config{Clients: *clients, Duration: *duration, Sequential: *sequential,
-		Only: list(*only), CPUOf: list(*cpuOf), Progress: stdout},
+		Only: list(*only), CPUOf: list(*cpuOf), Topology: *topology, Progress: stdout},
 		bench.Target{API: strings.TrimSuffix(*api, "/"), DB: d.db, Temporal: d.temporal})
 	if err != nil {
 		return err

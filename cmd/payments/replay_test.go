@@ -196,7 +196,8 @@ func TestBenchCommand(t *testing.T) {
 		t.Fatalf("%v\n%s", err, b.String())
 	}
 	for _, want := range []string{"| new, spread | 2 |", "| replay | 1 |", "| baseline: tutorial | 2 |", "History events per workflow:",
-		"sequential new p50 / floor", "Peak RSS of pid", "CPU used during each phase"} {
+		"| baseline: empty started | 1 |", "| baseline: empty update-with-start | 2 |", "empty (update-with-start)",
+		"sequential new p50 / floor", "Peak RSS of pid", "CPU used during each phase", "CPU per request, in ms"} {
 		if !strings.Contains(b.String(), want) {
 			t.Fatalf("no %q in\n%s", want, b.String())
 		}

@@ -37,6 +37,11 @@ func (h *HTTP) Send(ctx context.Context, in Instruction) (Payment, error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", in.Key)
+	// Go's transport would send a request with an Idempotency-Key again by itself when a reused
+	// connection breaks before the answer. The same key makes that safe, but it would hide an
+	// unknown outcome inside one attempt: the activity's retry, visible in the Temporal UI, is
+	// the one that asks again.
+	req.GetBody = nil
 	var p Payment
 	status, raw, err := h.do(req, &p)
 	switch {

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/payments/payments/internal/child"
+	"github.com/payments/payments/internal/cluster"
+	"github.com/payments/payments/internal/config"
+)
+
+// clusterDir holds make run-cluster's logs and the bank simulator's state. The Temporal
+// cluster's state is in PostgreSQL (databases temporal and temporal_visibility).
+var clusterDir = filepath.Join(".data", "cluster")
+
+// clusterDatabase is the ledger's database under make run-cluster, unless DATABASE_URL says
+// otherwise: not make run's, whose workflows live in the dev server's state, not the cluster's.
+const clusterDatabase = "payments_cluster"
+
+// runCluster is make run-cluster: the Temporal cluster (four service processes on PostgreSQL,
+// its UI), the bank simulator, two workers and two APIs, each a process of its own; on Ctrl-C,
+// the APIs stop first and the cluster last.
+func runCluster(ctx context.Context) error {
+	if os.Getenv("DATABASE_URL") == "" {
+		os.Setenv("DATABASE_URL", "postgres://postgres@localhost:5432/"+clusterDatabase+"?sslmode=disable")
+	}
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(clusterDir, 0o755); err != nil {
+		return err
+	}
+	db, err := prepareDatabase(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	pg, err := url.Parse(cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	c, err := cluster.Start(ctx, cluster.Options{Root: root, DBHost: pg.Hostname(), DBPort: portOr(pg, "5432"), DBUser: pg.User.Username(),
+		UIPort: 8233, LogDir: clusterDir, Out: os.Stdout})
+	if err != nil {
+		return fmt.Errorf("the Temporal cluster: %w (is `make run` or another Temporal on port 7233 or 8233? logs in %s)", err, clusterDir)
+	}
+	defer func() {
+		step("Stopping the Temporal cluster")
+		_ = c.Stop()
+	}()
+
+	if err := buildPayments(ctx); err != nil {
+		return err
+	}
+	apis := []string{":8080", ":8081"}
+	step("Starting the bank simulator (%s, mild faults; state and log in %s)", cfg.Bank.URL, clusterDir)
+	stopBank, err := startBank(clusterDir, cfg.Bank.URL, "http://localhost"+apis[0]+"/v1/bank/events")
+	if err != nil {
+		return err
+	}
+	defer stopBank()
+
+	var procs processes
+	defer func() { procs.stop() }() // the processes started by then
+	exited := make(chan error, 4)
+	step("Starting two workers (payments worker, metrics on :9090 and :9091; logs in %s)", clusterDir)
+	for i, metrics := range []string{":9090", ":9091"} {
+		if err := procs.start(exited, fmt.Sprintf("worker-%d", i+1), "PAYMENTS_METRICS_ADDR="+metrics, "worker"); err != nil {
+			return err
+		}
+	}
+	step("Starting two APIs (payments api on %s and %s; logs in %s)", apis[0], apis[1], clusterDir)
+	for i, addr := range apis {
+		if err := procs.start(exited, fmt.Sprintf("api-%d", i+1), "PAYMENTS_HTTP_ADDR="+addr, "api"); err != nil {
+			return err
+		}
+	}
+	for _, addr := range apis {
+		if err := waitReady(ctx, "http://localhost"+addr+"/readyz", exited); err != nil {
+			return err
+		}
+	}
+
+	step("Seeding demo owners and accounts")
+	accounts, err := seed(ctx, db)
+	if err != nil {
+		return err
+	}
+	banner("http://localhost"+apis[0], cfg.Bank.URL, accounts, fmt.Sprintf(`  API, again   http://localhost%s            (a second API process; both take any request)
+  Cluster      Temporal %s, 4 history shards, services frontend, history, matching, worker
+               (processes of their own, on PostgreSQL: databases temporal, temporal_visibility)
+  Workers      two payments worker processes (metrics http://localhost:9090/metrics, :9091)
+  Logs         %s/
+  Commands     export DATABASE_URL='%s'   (the ledger of make run-cluster)
+`, apis[1], temporalServerVersion, clusterDir, cfg.DatabaseURL))
+
+	select {
+	case <-ctx.Done():
+		fmt.Println()
+		return nil
+	case err := <-exited:
+		return err
+	}
+}
+
+// temporalServerVersion is the server the Makefile builds (TEMPORAL_SERVER_VERSION).
+const temporalServerVersion = "v1.29.1"
+
+func portOr(u *url.URL, def string) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	return def
+}
+
+// processes are the payments processes of make run-cluster.
+type processes []*child.Child
+
+// start runs bin/payments with args, with env added to its environment and its output in
+// clusterDir/name.log; exited hears if it ends.
+func (ps *processes) start(exited chan<- error, name, env string, args ...string) error {
+	log, err := os.OpenFile(filepath.Join(clusterDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.Command(filepath.Join("bin", "payments"), args...)
+	cmd.Env = append(os.Environ(), env)
+	cmd.Stdout, cmd.Stderr = log, log
+	proc, err := child.Start(cmd)
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	*ps = append(*ps, proc)
+	go func() {
+		err := proc.Wait()
+		exited <- fmt.Errorf("%s exited (%v); see %s", name, err, filepath.Join(clusterDir, name+".log"))
+	}()
+	return nil
+}
+
+// stop interrupts the processes, the last started (the APIs) first, and waits for each.
+func (ps processes) stop() {
+	if len(ps) > 0 {
+		step("Stopping the APIs and the workers")
+	}
+	for i := len(ps) - 1; i >= 0; i-- {
+		p := ps[i]
+		_ = p.Cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-p.Done():
+		case <-time.After(20 * time.Second):
+			_ = p.Kill()
+		}
+	}
+}
