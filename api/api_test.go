@@ -26,9 +26,15 @@ func TestMain(m *testing.M) {
 }
 
 func TestTransferMovesMoneyOnceAndDuplicateReplays(t *testing.T) {
+	bothShapes(t, func(t *testing.T, split bool) {
+		testTransferMovesMoneyOnceAndDuplicateReplays(t, env.With(t, testenv.Options{Split: split}), split)
+	})
+}
+
+func testTransferMovesMoneyOnceAndDuplicateReplays(t *testing.T, api *testenv.Env, split bool) {
 	ownerID, key, from, to := fundedPair(t, 10_000)
 
-	first := env.Do(t, "POST", "/v1/transfers", key, "order-1", testenv.TransferBody(from, to, 2_500))
+	first := api.Do(t, "POST", "/v1/transfers", key, "order-1", testenv.TransferBody(from, to, 2_500))
 	if first.Status != http.StatusCreated {
 		t.Fatalf("first: %d %s", first.Status, first.Body)
 	}
@@ -43,7 +49,7 @@ func TestTransferMovesMoneyOnceAndDuplicateReplays(t *testing.T) {
 
 	// Same key, same body with keys in another order and other spacing: a replay.
 	reordered := fmt.Sprintf(`{ "currency":"USD", "amount_minor": 2500, "to_account_id":%q, "from_account_id":%q, "description":"rent" }`, to, from)
-	dup := env.Do(t, "POST", "/v1/transfers", key, "order-1", reordered)
+	dup := api.Do(t, "POST", "/v1/transfers", key, "order-1", reordered)
 	if dup.Status != first.Status || string(dup.Body) != string(first.Body) ||
 		dup.Header.Get("Location") != first.Header.Get("Location") || dup.Header.Get("Content-Type") != first.Header.Get("Content-Type") {
 		t.Fatalf("replay differs:\nfirst %d %s\nreplay %d %s", first.Status, first.Body, dup.Status, dup.Body)
@@ -69,6 +75,11 @@ func TestTransferMovesMoneyOnceAndDuplicateReplays(t *testing.T) {
 	// The workflow is there in Temporal, completed, under the documented ID.
 	if st := env.Settled(t, wantWorkflow); st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		t.Fatalf("workflow status %v", st)
+	}
+	// Without a worker in its process, the API had its answer from the run's update; with one,
+	// from the posting in its process, and the run carries no update.
+	if n, want := answerUpdates(t, wantWorkflow), map[bool]int{true: 1, false: 0}[split]; n != want {
+		t.Fatalf("%d answer updates in the run, want %d", n, want)
 	}
 
 	// GET shows the same transfer.
@@ -222,4 +233,21 @@ func TestAccountsAreIdempotent(t *testing.T) {
 	if n := len(list["data"].([]any)); n != 1 {
 		t.Fatalf("%d accounts, want 1", n)
 	}
+}
+
+// answerUpdates counts the updates a workflow's run completed: the answers it gave an API.
+func answerUpdates(t *testing.T, workflowID string) int {
+	t.Helper()
+	it := env.Temporal.GetWorkflowHistory(context.Background(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	n := 0
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetEventType() == enums.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED {
+			n++
+		}
+	}
+	return n
 }

@@ -31,6 +31,14 @@ import (
 )
 
 // fundedPair opens two USD accounts for a new owner and funds the first.
+// bothShapes runs f against the API as `payments serve` runs it (split false: the worker in its
+// process, eager start, answered from the posting) and as `payments api` runs it (split true:
+// no worker there, answered through the server by Update-With-Start).
+func bothShapes(t *testing.T, f func(t *testing.T, split bool)) {
+	t.Run("serve", func(t *testing.T) { f(t, false) })
+	t.Run("api", func(t *testing.T) { f(t, true) })
+}
+
 func fundedPair(t *testing.T, amount int64) (ownerID, key, from, to string) {
 	ownerID, key = env.Owner(t)
 	from, to = env.Account(t, key, "USD"), env.Account(t, key, "USD")
@@ -269,6 +277,12 @@ func TestDatabaseThatCannotWriteIsUnavailable(t *testing.T) {
 
 // Row 6: at least 50 concurrent duplicates make one execution and one posting.
 func TestConcurrentDuplicatesMoveMoneyOnce(t *testing.T) {
+	bothShapes(t, func(t *testing.T, split bool) {
+		testConcurrentDuplicatesMoveMoneyOnce(t, env.With(t, testenv.Options{Split: split}))
+	})
+}
+
+func testConcurrentDuplicatesMoveMoneyOnce(t *testing.T, api *testenv.Env) {
 	const n = 50
 	ownerID, key, from, to := fundedPair(t, 1_000)
 	release := env.Hold(t, from)
@@ -277,7 +291,7 @@ func TestConcurrentDuplicatesMoveMoneyOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			req := env.Request(t, "POST", "/v1/transfers", key, testenv.TransferBody(from, to, 300))
+			req := api.Request(t, "POST", "/v1/transfers", key, testenv.TransferBody(from, to, 300))
 			req.Header.Set("Idempotency-Key", "dup")
 			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { written.Add(1) }}
 			answers[i] = testenv.Send(t, req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
@@ -300,8 +314,13 @@ func TestConcurrentDuplicatesMoveMoneyOnce(t *testing.T) {
 // Row 6: a duplicate that outwaits PAYMENTS_SYNC_WAIT gets 409 with Retry-After; the first
 // request got 202 and the transfer completes once.
 func TestDuplicateOfARunningTransferConflicts(t *testing.T) {
+	bothShapes(t, func(t *testing.T, split bool) {
+		testDuplicateOfARunningTransferConflicts(t, env.With(t, testenv.Options{SyncWait: 300 * time.Millisecond, Split: split}))
+	})
+}
+
+func testDuplicateOfARunningTransferConflicts(t *testing.T, quick *testenv.Env) {
 	_, key, from, to := fundedPair(t, 1_000)
-	quick := env.With(t, testenv.Options{SyncWait: 300 * time.Millisecond})
 	release := env.Hold(t, from)
 	body := testenv.TransferBody(from, to, 250)
 
@@ -333,11 +352,17 @@ func TestDuplicateOfARunningTransferConflicts(t *testing.T) {
 // Row 7: the client hangs up right after sending; the transfer still runs, once, and the
 // retry gets its result.
 func TestClientThatHangsUpGetsTheResultOnRetry(t *testing.T) {
+	bothShapes(t, func(t *testing.T, split bool) {
+		testClientThatHangsUpGetsTheResultOnRetry(t, env.With(t, testenv.Options{Split: split}))
+	})
+}
+
+func testClientThatHangsUpGetsTheResultOnRetry(t *testing.T, api *testenv.Env) {
 	_, key, from, to := fundedPair(t, 1_000)
 	release := env.Hold(t, from)
 	body := testenv.TransferBody(from, to, 400)
 	ctx, hangUp := context.WithCancel(context.Background())
-	req := env.Request(t, "POST", "/v1/transfers", key, body)
+	req := api.Request(t, "POST", "/v1/transfers", key, body)
 	req.Header.Set("Idempotency-Key", "hang-up")
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { hangUp() }}
 	if resp, err := http.DefaultClient.Do(req.WithContext(httptrace.WithClientTrace(ctx, trace))); !errors.Is(err, context.Canceled) {
@@ -346,7 +371,7 @@ func TestClientThatHangsUpGetsTheResultOnRetry(t *testing.T) {
 	testenv.WaitFor(t, "the transfer to be posting", func() bool { return env.Waiting(t) > 0 })
 	release()
 
-	retry := env.Do(t, "POST", "/v1/transfers", key, "hang-up", body)
+	retry := api.Do(t, "POST", "/v1/transfers", key, "hang-up", body)
 	if retry.Status != http.StatusCreated || retry.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry: %d %s", retry.Status, retry.Body)
 	}
@@ -377,8 +402,14 @@ func TestSubmissionOutlivesItsClient(t *testing.T) {
 
 // Row 8: a run that fails after its retries answers 500; the same key runs it again, once.
 func TestFailedRunIsRunAgainByTheSameKey(t *testing.T) {
+	bothShapes(t, func(t *testing.T, split bool) {
+		testFailedRunIsRunAgainByTheSameKey(t, env.With(t, testenv.Options{Split: split}),
+			env.With(t, testenv.Options{RetryFor: time.Second, Split: split}))
+	})
+}
+
+func testFailedRunIsRunAgainByTheSameKey(t *testing.T, api, impatient *testenv.Env) {
 	ownerID, key, from, to := fundedPair(t, 1_000)
-	impatient := env.With(t, testenv.Options{RetryFor: time.Second})
 	release := env.Hold(t, from) // the posting cannot get its locks until the run gives up
 	body := testenv.TransferBody(from, to, 500)
 
@@ -399,11 +430,11 @@ func TestFailedRunIsRunAgainByTheSameKey(t *testing.T) {
 	moved(t, from, to, 1_000, 0, 0)
 
 	release()
-	again := env.Do(t, "POST", "/v1/transfers", key, "fails", body)
+	again := api.Do(t, "POST", "/v1/transfers", key, "fails", body)
 	if again.Status != http.StatusCreated || again.JSON(t)["id"] != id || again.JSON(t)["status"] != "completed" {
 		t.Fatalf("re-run: %d %s", again.Status, again.Body)
 	}
-	sameAnswer(t, again, env.Do(t, "POST", "/v1/transfers", key, "fails", body))
+	sameAnswer(t, again, api.Do(t, "POST", "/v1/transfers", key, "fails", body))
 	moved(t, from, to, 500, 500, 1)
 
 	runs := env.Executions(t, "transfer/"+ownerID+"/fails")

@@ -97,12 +97,12 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 		return answer, nil
 	}
 
-	var posted <-chan idempotency.Response
-	if s.Listener != nil { // before the start: an eager start may post before ExecuteWorkflow returns
-		var stop func()
-		posted, stop = s.Listener.Listen(in.TransferID)
-		defer stop()
+	if s.Listener == nil { // no worker here: the run answers through the server
+		return s.startAndAsk(ctx, startCtx, in, answer, created)
 	}
+	// Listen before the start: an eager start may post before ExecuteWorkflow returns.
+	posted, stop := s.Listener.Listen(in.TransferID)
+	defer stop()
 	run, err := s.start(startCtx, in)
 	if err != nil {
 		return answer, err
@@ -126,16 +126,7 @@ func (s *Service) afterWait(ctx context.Context, in workflows.TransferInput, run
 	var t ledger.Transfer
 	switch {
 	case runs.Ended(err):
-		// The run failed, timed out or was terminated. Its posting may have committed all the
-		// same (a retry deadline that expired during the commit) or may still be under way (a
-		// run terminated while its posting waited on a lock). Marking the transfer failed by
-		// that run settles which: it waits for a posting under way and fences off any later one
-		// of that run, so that "moved no money", once said, stays true.
-		t, err = s.Ledger.MarkFailed(ctx, in.TransferID, run.GetRunID(), "its workflow ended before posting it; no money moved")
-		if err != nil {
-			return answer, database.Outage(err)
-		}
-		return s.settled(ctx, in, t, answer, &FailedError{TransferID: in.TransferID, WorkflowID: in.WorkflowID})
+		return s.ended(ctx, in, run.GetRunID(), answer)
 	case runs.TimedOut(err) && ctx.Err() == nil:
 		if t, err = s.Ledger.Transfer(ctx, "", in.TransferID); err != nil {
 			return answer, database.Outage(err)
@@ -147,6 +138,19 @@ func (s *Service) afterWait(ctx context.Context, in workflows.TransferInput, run
 	default:
 		return answer, outage.Of("Temporal", fmt.Errorf("waiting for the workflow's result: %w", err))
 	}
+}
+
+// ended answers for a run (runID) that failed, timed out or was terminated. Its posting may have
+// committed all the same (a retry deadline that expired during the commit) or may still be
+// under way (a run terminated while its posting waited on a lock). Marking the transfer failed
+// by that run settles which: it waits for a posting under way and fences off any later one of
+// that run, so that "moved no money", once said, stays true.
+func (s *Service) ended(ctx context.Context, in workflows.TransferInput, runID string, answer Answer) (Answer, error) {
+	t, err := s.Ledger.MarkFailed(ctx, in.TransferID, runID, "its workflow ended before posting it; no money moved")
+	if err != nil {
+		return answer, database.Outage(err)
+	}
+	return s.settled(ctx, in, t, answer, &FailedError{TransferID: in.TransferID, WorkflowID: in.WorkflowID})
 }
 
 // settled answers with t's stored answer when t is final, and otherwise with notFinal, or, when

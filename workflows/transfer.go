@@ -76,6 +76,49 @@ func groupThousands(n int64) string {
 // Only technical failures that outlast the retry policy fail the run, which the workflow ID
 // reuse policy then lets the same key, `payments rerun failed` or a UI Reset run again.
 func Transfer(ctx workflow.Context, in TransferInput) (TransferOutcome, error) {
+	var answered *TransferOutcome
+	answerUpdates(ctx, in.TransferID, &answered)
+	out, err := postTransfer(ctx, in)
+	if err != nil {
+		out.Status = transfer.Failed
+	}
+	answered = &out
+	// An update accepted as the run ends is answered before the run closes: the caller waiting
+	// on it gets the outcome, not an error that the run went away.
+	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	return out, err
+}
+
+// AnswerUpdate is the update an API without a worker in its process starts a transfer with
+// (Update-With-Start): it is answered when the posting has committed, with the transfer's
+// outcome, or with status "failed" when the run could not post it. Its argument is the
+// transfer the caller asks about: a run of another use of the key refuses it (ErrTypeOtherTransfer).
+const AnswerUpdate = "answer"
+
+// ErrTypeOtherTransfer is an AnswerUpdate refused because the run posts another transfer.
+const ErrTypeOtherTransfer = "OtherTransfer"
+
+// answerUpdates registers AnswerUpdate: its handler waits until *answered is set. Registering a
+// handler adds nothing to the history, so runs started before it replay unchanged.
+func answerUpdates(ctx workflow.Context, transferID string, answered **TransferOutcome) {
+	handler := func(ctx workflow.Context, _ string) (TransferOutcome, error) {
+		err := workflow.Await(ctx, func() bool { return *answered != nil })
+		if err != nil {
+			return TransferOutcome{}, err
+		}
+		return **answered, nil
+	}
+	validator := func(_ workflow.Context, asked string) error {
+		if asked != transferID {
+			return temporal.NewNonRetryableApplicationError("this run posts transfer "+transferID+", not "+asked, ErrTypeOtherTransfer, nil)
+		}
+		return nil
+	}
+	// Only fails for a name registered twice.
+	_ = workflow.SetUpdateHandlerWithOptions(ctx, AnswerUpdate, handler, workflow.UpdateHandlerOptions{Validator: validator})
+}
+
+func postTransfer(ctx workflow.Context, in TransferInput) (TransferOutcome, error) {
 	var a *activities.Activities
 	retryFor := time.Duration(in.RetryFor)
 	if retryFor <= 0 {

@@ -149,3 +149,74 @@ func TestSummary(t *testing.T) {
 		}
 	}
 }
+
+// askAnswer sends AnswerUpdate for transferID as the run starts and records how it ended.
+type askAnswer struct {
+	rejected, err error
+	got           TransferOutcome
+	completed     bool
+}
+
+func (u *askAnswer) send(env *testsuite.TestWorkflowEnvironment, transferID string) {
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(AnswerUpdate, "upd-"+transferID, &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { u.rejected = err },
+			OnAccept: func() {},
+			OnComplete: func(v any, err error) {
+				u.completed, u.err = true, err
+				if out, ok := v.(TransferOutcome); ok {
+					u.got = out
+				}
+			},
+		}, transferID)
+	}, 0)
+}
+
+// The update a split API starts a transfer with is answered with the outcome the run returns.
+func TestAnswerUpdateGetsTheOutcome(t *testing.T) {
+	env := newEnv()
+	want := activities.Posted{Status: "completed", Response: idempotency.Response{Status: 201, Body: []byte(`{"id":"tr_1"}`)}}
+	env.OnActivity(a.PostTransfer, mock.Anything, input.Posting).Return(want, nil).Once()
+	var u askAnswer
+	u.send(env, "tr_1")
+	env.ExecuteWorkflow(Transfer, input)
+	if env.GetWorkflowError() != nil || u.rejected != nil || !u.completed || u.err != nil {
+		t.Fatalf("run %v; update rejected %v, completed %v, err %v", env.GetWorkflowError(), u.rejected, u.completed, u.err)
+	}
+	if u.got.Status != "completed" || string(u.got.Response.Body) != `{"id":"tr_1"}` {
+		t.Fatalf("update answered %+v", u.got)
+	}
+}
+
+// A run of another use of the key refuses to answer for this one: the caller must not take an
+// earlier transfer's answer for its own.
+func TestAnswerUpdateForAnotherTransferIsRejected(t *testing.T) {
+	env := newEnv()
+	env.OnActivity(a.PostTransfer, mock.Anything, input.Posting).Return(activities.Posted{Status: "completed"}, nil).Once()
+	var u askAnswer
+	u.send(env, "tr_2")
+	env.ExecuteWorkflow(Transfer, input)
+	var appErr *temporal.ApplicationError
+	if !errors.As(u.rejected, &appErr) || appErr.Type() != ErrTypeOtherTransfer || u.completed {
+		t.Fatalf("update for another transfer: rejected %v, completed %v", u.rejected, u.completed)
+	}
+	if env.GetWorkflowError() != nil {
+		t.Fatalf("the run itself must go on: %v", env.GetWorkflowError())
+	}
+}
+
+// A run that could not post answers the update with status "failed" (the caller then settles
+// the transfer as today's result poll does) and still fails itself.
+func TestAnswerUpdateOfAFailedRunSaysFailed(t *testing.T) {
+	env := newEnv()
+	countPosts(env, input, func(int) (activities.Posted, error) {
+		return activities.Posted{}, temporal.NewNonRetryableApplicationError("bad", activities.ErrTypeInvalidPosting, nil)
+	})
+	env.OnActivity(a.MarkTransferFailed, mock.Anything, "tr_1", mock.Anything).Return(activities.Posted{Status: "failed"}, nil).Once()
+	var u askAnswer
+	u.send(env, "tr_1")
+	env.ExecuteWorkflow(Transfer, input)
+	if env.GetWorkflowError() == nil || !u.completed || u.err != nil || u.got.Status != "failed" {
+		t.Fatalf("run %v; update completed %v, err %v, outcome %+v", env.GetWorkflowError(), u.completed, u.err, u.got)
+	}
+}

@@ -88,6 +88,20 @@ func (o Operation) StartOptions() client.StartWorkflowOptions {
 	return opts
 }
 
+// Find returns the latest run under the workflow ID if it runs this operation, whatever its
+// state, and nil when there is none or it runs another (an earlier use of the key).
+func (o Operation) Find(ctx context.Context) (client.WorkflowRun, error) {
+	run, err := o.ownRun(ctx)
+	var (
+		notFound *serviceerror.NotFound
+		inUse    *InUseError
+	)
+	if errors.As(err, &notFound) || errors.As(err, &inUse) {
+		return nil, nil
+	}
+	return run, err
+}
+
 // existingRun answers a start refused because a run holds the workflow ID: running, or closed
 // in a way the reuse policy does not repeat.
 func (o Operation) existingRun(ctx context.Context) (client.WorkflowRun, error) {

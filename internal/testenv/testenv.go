@@ -67,6 +67,9 @@ type Options struct {
 	RetryFor time.Duration // default 2m
 	DB       *pgxpool.Pool // the API's database, default the Env's
 	Temporal client.Client // the API's Temporal client, default the Env's (with eager start)
+	// Split serves the API as `payments api` does, without the worker in its process: no
+	// eager start, the answer through the server (Update-With-Start).
+	Split bool
 
 	// How patient payouts are with the bank: defaults 2s, 200ms, 5s (milliseconds settle it).
 	BankRetryFor, BankPollAfter, ReturnWindow time.Duration
@@ -206,6 +209,9 @@ func (e *Env) serve(o Options) {
 	}
 	if o.Temporal != nil {
 		temporal, listener = o.Temporal, nil
+	}
+	if o.Split {
+		listener = nil
 	}
 	a := app.New(db, temporal, e.settings(o), e.apiLog, listener)
 	e.Transfers = a.Transfers
