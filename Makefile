@@ -88,7 +88,7 @@ bench: bin/payments
 	@if pgrep -xf 'bin/payments serve' >/dev/null; then \
 		bin/payments bench --topology serve --json .data/bench.json --watch-pid "$$(pgrep -d, -xf 'bin/payments serve')" $(BENCH_FLAGS); \
 	elif pgrep -xf 'bin/payments api' >/dev/null; then \
-		bin/payments bench --topology split --json .data/bench-cluster.json \
+		DATABASE_URL="$${DATABASE_URL:-postgres://postgres@localhost:5432/payments_cluster?sslmode=disable}" bin/payments bench --topology split --json .data/bench-cluster.json \
 			--watch-pid "$$(pgrep -d, -xf 'bin/payments (api|worker)')" $(BENCH_FLAGS); \
 	else echo "make bench: start 'make run' or 'make run-cluster' first (in another terminal)"; exit 1; fi
 

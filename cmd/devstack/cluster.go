@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"os/exec"
 	"path/filepath"
 	"time"
@@ -51,7 +52,7 @@ func runCluster(ctx context.Context) error {
 		return err
 	}
 	c, err := cluster.Start(ctx, cluster.Options{Root: root, DBHost: pg.Hostname(), DBPort: portOr(pg, "5432"), DBUser: pg.User.Username(),
-		UIPort: 8233, LogDir: clusterDir, Out: os.Stdout})
+		UIPort: 8233, LogDir: clusterDir, Out: os.Stdout, PprofPort: pprofPort()})
 	if err != nil {
 		return fmt.Errorf("the Temporal cluster: %w (is `make run` or another Temporal on port 7233 or 8233? logs in %s)", err, clusterDir)
 	}
@@ -164,4 +165,11 @@ func (ps processes) stop() {
 			_ = p.Kill()
 		}
 	}
+}
+
+// pprofPort is TEMPORAL_PPROF_PORT: when set, the Temporal services serve their profiles on it
+// and the ports after it, in the order of cluster.Services (docs/benchmarks.md, "Profiling").
+func pprofPort() int {
+	port, _ := strconv.Atoi(os.Getenv("TEMPORAL_PPROF_PORT"))
+	return port
 }

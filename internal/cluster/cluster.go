@@ -55,6 +55,9 @@ type Options struct {
 	LogDir                   string // where each process logs (LogPrefix+"temporal-<service>.log"); empty discards the logs
 	LogPrefix                string
 	ExtraEnv                 []string  // more environment for the service processes
+	// PprofPort, when not 0, serves each service's Go profiles on 127.0.0.1 (net/http/pprof):
+	// the i-th of Services on PprofPort+i.
+	PprofPort int
 	Out                      io.Writer // progress; nil is silent
 }
 
@@ -241,6 +244,9 @@ func (c *Cluster) StartService(service string) error {
 	cmd := exec.Command(c.opts.bin("server"), "--root", c.opts.Root, "--config", filepath.Join("deploy", "temporal"),
 		"--env", "cluster", "--allow-no-auth", "start", "--service", service)
 	cmd.Env, cmd.Stdout, cmd.Stderr = c.env, log, log
+	if c.opts.PprofPort != 0 {
+		cmd.Env = append(slices.Clip(c.env), fmt.Sprintf("TEMPORAL_PPROF_PORT=%d", c.opts.PprofPort+slices.Index(Services, service)))
+	}
 	proc, err := child.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("starting the Temporal %s service: %w", service, err)
