@@ -54,11 +54,9 @@ type Options struct {
 	UIPort                   int    // the Web UI's port; 0 runs no UI
 	LogDir                   string // where each process logs (LogPrefix+"temporal-<service>.log"); empty discards the logs
 	LogPrefix                string
-	ExtraEnv                 []string // more environment for the service processes
-	// PprofPort, when not 0, serves each service's Go profiles on 127.0.0.1 (net/http/pprof):
-	// the i-th of Services on PprofPort+i.
-	PprofPort int
-	Out       io.Writer // progress; nil is silent
+	ExtraEnv                 []string  // more environment for the service processes
+	Out                      io.Writer // progress; nil is silent
+	PprofPort                int       // when not 0, the i-th of Services serves Go profiles on 127.0.0.1:PprofPort+i
 }
 
 // Cluster is a running cluster.
