@@ -65,7 +65,7 @@ func (a *Activities) PostTransfer(ctx context.Context, p Posting) (Posted, error
 	case errors.Is(err, ledger.ErrFenced):
 		return Posted{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeFenced, err)
 	case errors.Is(err, ledger.ErrInvalidPosting):
-		return Posted{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidPosting, err)
+		return Posted{}, final(err)
 	case err != nil:
 		activity.GetLogger(ctx).Warn("posting failed; retrying", "transfer_id", p.TransferID, "workflow_id", p.WorkflowID, "err", err)
 		return Posted{}, err

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -46,8 +45,7 @@ func (s *Server) createAccount(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		b, _ := json.Marshal(acc)
-		answer = idempotency.Response{Status: http.StatusCreated, ContentType: "application/json", Location: "/v1/accounts/" + acc.ID, Body: b}
+		answer = jsonAnswer(http.StatusCreated, "/v1/accounts/"+acc.ID, acc)
 		return idempotency.Complete(ctx, tx, scope, answer, s.TTL)
 	})
 	if err != nil {

@@ -32,11 +32,16 @@ func pendingAnswer(t ledger.Transfer) idempotency.Response {
 }
 
 func transferResponse(status int, t ledger.Transfer) idempotency.Response {
-	body, err := json.Marshal(t)
+	return jsonAnswer(status, "/v1/transfers/"+t.ID, t)
+}
+
+// jsonAnswer is an answer with v as its JSON body, naming the resource at location.
+func jsonAnswer(status int, location string, v any) idempotency.Response {
+	body, err := json.Marshal(v)
 	if err != nil {
-		panic(err) // strings, integers and times: cannot fail
+		panic(err) // the ledger's types: strings, integers and times, cannot fail
 	}
-	return idempotency.Response{Status: status, ContentType: "application/json", Location: "/v1/transfers/" + t.ID, Body: body}
+	return idempotency.Response{Status: status, ContentType: "application/json", Location: location, Body: body}
 }
 
 // PayoutAnswer is the first answer to a payout, as POST /v1/payouts gives it: 201 with the
@@ -54,9 +59,5 @@ func PayoutAnswer(po ledger.Payout) idempotency.Response {
 }
 
 func payoutResponse(status int, po ledger.Payout) idempotency.Response {
-	body, err := json.Marshal(po)
-	if err != nil {
-		panic(err) // strings, integers and times: cannot fail
-	}
-	return idempotency.Response{Status: status, ContentType: "application/json", Location: "/v1/payouts/" + po.ID, Body: body}
+	return jsonAnswer(status, "/v1/payouts/"+po.ID, po)
 }

@@ -64,6 +64,7 @@ func TestAmbiguousMemberNamesAreRefused(t *testing.T) {
 	// The same transfer with its members in another order is the same request: a replay.
 	reordered := fmt.Sprintf(`{"description":"rent","currency":"USD","amount_minor":100,"to_account_id":%q,"from_account_id":%q}`, to, from)
 	sameAnswer(t, ok, env.Do(t, "POST", "/v1/transfers", key, "ambiguous", reordered))
+	moved(t, from, to, 900, 100, 1)
 
 	acc := env.Do(t, "POST", "/v1/accounts", key, "ambiguous-acc", `{"currency":"EUR","Currency":"GBP"}`)
 	if acc.Status != http.StatusBadRequest || records(t, ownerID, idempotency.RouteAccounts, "ambiguous-acc") != 0 {
@@ -149,6 +150,7 @@ func TestCurrencyMismatchDoesNotRevealTheDestinationsCurrency(t *testing.T) {
 	if r.Status != http.StatusUnprocessableEntity || problemType(t, r) != "currency-mismatch" || strings.Contains(string(r.Body), "JPY") {
 		t.Fatalf("%d %s", r.Status, r.Body)
 	}
+	moved(t, from, theirs, 1_000, 0, 0)
 }
 
 // A key with a Unicode space after it is not the key without: only HTTP's own whitespace (space,

@@ -463,6 +463,9 @@ func TestExpiredKeyIsNewAfterCleanup(t *testing.T) {
 		t.Fatalf("first: %d %s", first.Status, first.Body)
 	}
 	kept := env.Do(t, "POST", "/v1/transfers", key, "kept", testenv.TransferBody(from, to, 1)) // 24 h TTL
+	if kept.Status != http.StatusCreated {
+		t.Fatalf("kept: %d %s", kept.Status, kept.Body)
+	}
 	// Past its TTL but not yet cleaned up: still replayed (the TTL is a minimum).
 	sameAnswer(t, first, env.Do(t, "POST", "/v1/transfers", key, "ttl", testenv.TransferBody(from, to, 100)))
 
@@ -490,6 +493,10 @@ func TestExpiredKeyIsNewAfterCleanup(t *testing.T) {
 	}
 	if env.Balance(t, from) != 699 || env.Balance(t, to) != 301 {
 		t.Fatalf("balances %d/%d, want 699/301", env.Balance(t, from), env.Balance(t, to))
+	}
+	// Three transfers moved money, each once: the first use, kept, the second use.
+	if n := env.Count(t, `SELECT count(*) FROM entries WHERE account_id = $1`, to); n != 3 {
+		t.Fatalf("%d entries on the destination, want 3", n)
 	}
 	env.Reconcile(t)
 }

@@ -30,12 +30,11 @@ func newSplit(t *testing.T, name string) split {
 	bin := testenv.BuildPayments(t)
 	for range 2 {
 		// Connections enough for every held posting to wait on its lock.
-		env.Process(t, bin, "", []string{"worker"}, "DATABASE_URL="+env.URL+"&pool_max_conns=12",
-			"PAYMENTS_METRICS_ADDR="+testenv.FreeAddr())
+		env.Process(t, bin, "", []string{"worker"}, "DATABASE_URL="+env.URL+"&pool_max_conns=12")
 	}
 	s := split{env: env}
 	for range 2 {
-		_, base := env.StartAPI(t, bin, "", "PAYMENTS_METRICS_ADDR="+testenv.FreeAddr())
+		_, base := env.StartAPI(t, bin, "")
 		s.bases = append(s.bases, base)
 	}
 	return s

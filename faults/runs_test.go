@@ -44,12 +44,8 @@ func problemOf(t *testing.T, r testenv.Response) string {
 // by the recovery Schedule once past its bound. The same requests afterwards post each once.
 func TestTerminatedRunsMoveNoMoneyAndRunAgain(t *testing.T) {
 	env := testenv.New(t, "payments_test_faults_runs", testenv.Options{NoWorker: true, SyncWait: 3 * time.Second})
-	_, key := env.Owner(t)
+	ownerID, key := env.Owner(t)
 	from, to := env.Account(t, key, "USD"), env.Account(t, key, "USD")
-	var ownerID string
-	if err := env.DB.QueryRow(context.Background(), `SELECT owner_id FROM accounts WHERE id = $1`, from).Scan(&ownerID); err != nil {
-		t.Fatal(err)
-	}
 	// No worker yet: the runs start and wait for one.
 	waited := make(chan testenv.Response, 1)
 	go func() {
@@ -129,8 +125,7 @@ func TestTerminatedRunsMoveNoMoneyAndRunAgain(t *testing.T) {
 func TestNewUseOfAKeyNeverJoinsAnEarlierRun(t *testing.T) {
 	env := testenv.New(t, "payments_test_faults_join", testenv.Options{NoWorker: true, TTL: time.Millisecond, SyncWait: time.Second})
 	toTemporal := testenv.NewProxy(t, env.TemporalAddr())
-	first := env.Process(t, testenv.BuildPayments(t), toTemporal.Addr(), []string{"worker"},
-		"PAYMENTS_METRICS_ADDR="+testenv.FreeAddr())
+	first := env.Process(t, testenv.BuildPayments(t), toTemporal.Addr(), []string{"worker"})
 	ownerID, key := env.Owner(t)
 	from, to := env.Account(t, key, "USD"), env.Account(t, key, "USD")
 	env.Fund(t, from, 1_000)

@@ -379,6 +379,9 @@ func recorded(t *testing.T, e *testenv.Env, id string) string {
 		}
 		outcome = append(outcome, o)
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 	return strings.Join(outcome, ";")
 }
 

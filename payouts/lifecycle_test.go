@@ -16,9 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/testenv"
 )
@@ -78,7 +80,10 @@ func TestPayoutPaid(t *testing.T) {
 func TestPayoutInsufficientAvailableFunds(t *testing.T) {
 	c := newCustomer(t, env, 1_000)
 	other := env.Account(t, c.key, "USD")
-	release := env.Hold(t, usdSettlement) // the first payout stays held, not posted
+	// The first payout stays held, not posted, while the bank takes its time. (Holding the
+	// settlement account's lock instead would leave its posting waiting with the customer's
+	// account locked, and the transfer below waiting behind it.)
+	faults(t, env, map[string]any{"settle_after": "5s"})
 	first := c.accepted(t, "most", 800, payee)
 	c.wantBalances(t, 1_000, 200)
 
@@ -95,7 +100,6 @@ func TestPayoutInsufficientAvailableFunds(t *testing.T) {
 		t.Fatalf("a transfer of held money: %d %s", tr.Status, tr.Body)
 	}
 	c.wantBalances(t, 1_000, 200)
-	release()
 
 	sameAnswer(t, r, c.pay(t, "more", 500, payee))
 	po := c.payout(t, id)
@@ -269,6 +273,48 @@ func TestPaidPayoutRunEndsAfterItsReturnWindow(t *testing.T) {
 	if returned < 0 || recorded(t, env, evs[returned].ID) != "returned after the return window" {
 		t.Fatalf("the late return's events: %+v", evs)
 	}
+	env.Reconcile(t)
+}
+
+// A late return of a paid payout whose key has been used again since: the workflow ID's latest
+// run is the later payout's, which refuses an event about another payout. The return is still
+// credited, once, as for a payout whose run has closed.
+func TestLateReturnWhileTheKeysNextUseRuns(t *testing.T) {
+	c := newCustomer(t, env, 1_000)
+	first := c.accepted(t, "again", 100, payee)
+	c.waitPayout(t, first, "paid")
+	wf := c.workflowID("again")
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
+	defer cancel()
+	if err := env.Temporal.GetWorkflow(ctx, wf, "").Get(ctx, nil); err != nil {
+		t.Fatalf("the first payout's run did not end after its return window: %v", err)
+	}
+	p := c.settled(t, first, 100, "paid")
+	// Its key's record expires and is cleaned up: the key's next use is a payout of its own.
+	if tag, err := env.DB.Exec(ctx, `DELETE FROM idempotency_records WHERE owner_id = $1 AND route = $2 AND key = 'again'`,
+		c.ownerID, idempotency.RoutePayouts); err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("expiring the key: %v %v", tag, err)
+	}
+	second := c.accepted(t, "again", 200, payee)
+	if second == first {
+		t.Fatalf("the key's next use answered the first payout %s", first)
+	}
+	desc, err := env.Temporal.DescribeWorkflowExecution(ctx, wf, "")
+	if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("the second payout's run should be open: %v %v", desc.GetWorkflowExecutionInfo().GetStatus(), err)
+	}
+
+	env.Bank.Return(t, p.ID, "account_closed")
+	c.waitPayout(t, first, "returned")
+	c.settled(t, first, 100, "returned")
+	evs := bankEvents(t, env, ofPayment(p.ID))
+	returned := slices.IndexFunc(evs, func(ev bankEvent) bool { return ev.Type == bank.PaymentReturned })
+	if returned < 0 || recorded(t, env, evs[returned].ID) != "returned after the return window" {
+		t.Fatalf("the late return's events: %+v", evs)
+	}
+	c.waitPayout(t, second, "paid")
+	c.settled(t, second, 200, "paid")
+	c.wantBalances(t, 800, 800)
 	env.Reconcile(t)
 }
 

@@ -209,8 +209,8 @@ func (s *Service) operation(in workflows.PayoutInput) runs.Operation {
 // Deliver hands a verified bank event about a payment to the run of the payout it names, as an
 // Update whose ID is the event's id: delivered twice, it is applied once. It returns what became
 // of it, for the record: delivered; unmatched (no such payout); late (the payout's run has
-// ended: a return after its window, or an event the run no longer waits for); rejected (the run
-// refused it). An error is Temporal unreachable: the bank is answered so, and sends it again.
+// ended, and the workflow ID may hold a later use's run: a return after its window, or an event
+// the run no longer waits for); rejected (the run refused it). An error is Temporal unreachable: the bank is answered so, and sends it again.
 func (s *Service) Deliver(ctx context.Context, e bank.Event) (string, error) {
 	po, err := s.Ledger.Payout(ctx, "", e.Data.Reference)
 	if errors.Is(err, ledger.ErrNotFound) {
@@ -242,6 +242,10 @@ func (s *Service) Deliver(ctx context.Context, e bank.Event) (string, error) {
 	case err == nil:
 		return "delivered", nil
 	case errors.As(err, &closed):
+		return s.late(ctx, e, po)
+	case errors.As(err, &refused) && refused.Type() == workflows.ErrTypeOtherPayout:
+		// The workflow ID's latest run is a later use's of the key: the payout's own run has
+		// ended, as for a closed one.
 		return s.late(ctx, e, po)
 	case errors.As(err, &refused): // the run's validator refused it
 		return fmt.Sprintf("rejected: %v", err), nil
@@ -361,11 +365,7 @@ func (s *Service) restart(ctx context.Context, po ledger.Payout) (string, error)
 	}
 	op := s.operation(s.input(Request{Scope: scope, AccountID: po.AccountID, AmountMinor: po.AmountMinor, Currency: po.Currency,
 		Destination: po.Destination, Description: po.Description}, po.ID))
-	_, err = s.Temporal.ExecuteWorkflow(ctx, op.StartOptions(), op.Workflow, op.Input)
-	var already *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &already) {
-		_, err = op.Start(ctx) // a run of an earlier use of the key holds the ID: Start sorts it out
-	}
+	_, err = op.Start(ctx) // a run of an earlier use of the key may hold the ID: Start sorts it out
 	var inUse *runs.InUseError
 	if errors.As(err, &inUse) {
 		return "withdrawn", nil

@@ -2,6 +2,7 @@ package transfers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -88,6 +89,15 @@ func TestPendingAnswerOfAFinishedTransferIsItsFinalAnswer(t *testing.T) {
 	if err != nil || pending.Pending == nil || pending.Pending.Status != transfer.Pending {
 		t.Fatalf("while pending: %+v %v", pending, err)
 	}
+	// A run that gave up meanwhile: the ledger says failed, and so does the answer, never a 202
+	// for a transfer nothing is running.
+	if _, err := l.MarkFailed(ctx, in.TransferID, "run-1", "gave up"); err != nil {
+		t.Fatal(err)
+	}
+	var failed *FailedError
+	if gaveUp, err := s.afterWait(ctx, in, nil, Answer{}, true, waitRanOut); !errors.As(err, &failed) || gaveUp.Pending != nil {
+		t.Fatalf("after its run gave up: %+v %v; want a FailedError", gaveUp, err)
+	}
 	_, stored, err := l.Post(ctx, in.Ledger(""), answer)
 	if err != nil {
 		t.Fatal(err)
@@ -95,5 +105,8 @@ func TestPendingAnswerOfAFinishedTransferIsItsFinalAnswer(t *testing.T) {
 	final, err := s.afterWait(ctx, in, nil, Answer{}, true, waitRanOut)
 	if err != nil || final.Pending != nil || final.Status != http.StatusCreated || string(final.Body) != string(stored.Body) {
 		t.Fatalf("once posted: %+v %v; want the stored %d %s", final, err, stored.Status, stored.Body)
+	}
+	if acc, err := l.Account(ctx, "", from.ID); err != nil || acc.BalanceMinor != 60 {
+		t.Fatalf("source after the posting: %+v %v; want 60 left", acc, err)
 	}
 }

@@ -43,10 +43,7 @@ func (s *Service) startAndAsk(ctx, startCtx context.Context, in workflows.Transf
 	if err != nil {
 		return answer, err
 	}
-	if waitCtx.Err() != nil && ctx.Err() == nil { // the wait has run out already
-		return s.afterWait(ctx, in, run, answer, created, waitCtx.Err())
-	}
-	resp, err := wait(ctx, s.SyncWait, run, nil, 0)
+	resp, err := wait(waitCtx, s.SyncWait, run, nil, 0) // what is left of the one wait
 	if err == nil {
 		answer.Response = resp
 		return answer, nil

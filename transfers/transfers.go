@@ -154,11 +154,14 @@ func (s *Service) ended(ctx context.Context, in workflows.TransferInput, runID s
 }
 
 // settled answers with t's stored answer when t is final, and otherwise with notFinal, or, when
-// that is nil, with t as pending (202).
+// that is nil, with t as pending (202) — or as failed (FailedError) when the ledger says its run
+// gave up: a 202 would promise a transfer that nothing is running.
 func (s *Service) settled(ctx context.Context, in workflows.TransferInput, t ledger.Transfer, answer Answer, notFinal error) (Answer, error) {
 	if !t.Status.Final() {
+		if notFinal == nil && t.Status == transfer.Failed {
+			notFinal = &FailedError{TransferID: in.TransferID, WorkflowID: in.WorkflowID}
+		}
 		if notFinal == nil {
-			t.Status = transfer.Pending // failed by an earlier run, and running again
 			answer.Pending = &t
 		}
 		return answer, notFinal

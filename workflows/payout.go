@@ -50,6 +50,10 @@ type PayoutOutcome struct {
 // the bank sends twice changes nothing the second time.
 const BankEventUpdate = "bank-event"
 
+// ErrTypeOtherPayout is a BankEventUpdate refused because the event is about another payout:
+// the run is a later use's of the key, and the event's payout has no run any more.
+const ErrTypeOtherPayout = "OtherPayout"
+
 // BankEvent is a bank callback about a payout's payment.
 type BankEvent struct {
 	ID        string
@@ -182,7 +186,8 @@ type payoutRun struct {
 
 func (r *payoutRun) validate(_ workflow.Context, e BankEvent) error {
 	if e.Reference != r.id {
-		return fmt.Errorf("event %s is about %s, not payout %s", e.ID, e.Reference, r.id)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("event %s is about %s, not payout %s", e.ID, e.Reference, r.id),
+			ErrTypeOtherPayout, nil)
 	}
 	switch e.Type {
 	case bank.PaymentPaid, bank.PaymentFailed, bank.PaymentReturned:

@@ -163,7 +163,15 @@ func postTransfer(ctx workflow.Context, in TransferInput) (TransferOutcome, erro
 		setStatus(ctx, settled.Status)
 		return settled, nil
 	}
-	setStatus(ctx, transfer.Failed)
+	// Version 1: the status says "failed" only when the ledger recorded the failure. When it
+	// could not be asked (PostgreSQL is usually why the posting gave up), the transfer is still
+	// pending there, and so it reads here: the recovery Schedule or the caller's API settles it
+	// in the ledger. GetVersion is asked on this path only, so other histories are unchanged.
+	status := transfer.Failed
+	if settled.Status != transfer.Failed && workflow.GetVersion(ctx, "status-from-ledger", workflow.DefaultVersion, 1) == 1 {
+		status = transfer.Pending
+	}
+	setStatus(ctx, status)
 	return out, err
 }
 

@@ -137,6 +137,7 @@ func TestFencedPostingIsNotRetried(t *testing.T) {
 	if env.GetWorkflowError() == nil || *calls != 1 {
 		t.Fatalf("want a failed run after one attempt, got err=%v calls=%d", env.GetWorkflowError(), *calls)
 	}
+	env.AssertExpectations(t)
 }
 
 func TestSummary(t *testing.T) {
@@ -218,5 +219,48 @@ func TestAnswerUpdateOfAFailedRunSaysFailed(t *testing.T) {
 	env.ExecuteWorkflow(Transfer, input)
 	if env.GetWorkflowError() == nil || !u.completed || u.err != nil || u.got.Status != "failed" {
 		t.Fatalf("run %v; update completed %v, err %v, outcome %+v", env.GetWorkflowError(), u.completed, u.err, u.got)
+	}
+}
+
+// statuses records the TransferStatus values a run sets, in order.
+func statuses(env *testsuite.TestWorkflowEnvironment) *[]string {
+	var set []string
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Return(nil).Run(func(args mock.Arguments) {
+		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(TransferStatus); ok {
+			set = append(set, v)
+		}
+	})
+	return &set
+}
+
+// A run whose posting gave up and that could not record the failure either (the ledger was
+// unreachable) does not say "failed": the ledger still says pending, and so does the run.
+func TestStatusIsTheLedgersWhenTheFailureCannotBeRecorded(t *testing.T) {
+	env := newEnv()
+	set := statuses(env)
+	countPosts(env, input, func(int) (activities.Posted, error) {
+		return activities.Posted{}, errors.New("database down")
+	})
+	env.OnActivity(a.MarkTransferFailed, mock.Anything, "tr_1", mock.Anything).Return(activities.Posted{}, errors.New("database down"))
+	env.ExecuteWorkflow(Transfer, input)
+	if env.GetWorkflowError() == nil {
+		t.Fatal("the run must fail: its posting never committed")
+	}
+	if got := *set; len(got) == 0 || got[len(got)-1] != "pending" {
+		t.Fatalf("statuses %v, want the last to be pending, as the ledger says", got)
+	}
+}
+
+// When the ledger recorded the failure, the run says so.
+func TestStatusIsFailedWhenTheLedgerSaysFailed(t *testing.T) {
+	env := newEnv()
+	set := statuses(env)
+	countPosts(env, input, func(int) (activities.Posted, error) {
+		return activities.Posted{}, errors.New("database down")
+	})
+	env.OnActivity(a.MarkTransferFailed, mock.Anything, "tr_1", mock.Anything).Return(activities.Posted{Status: "failed"}, nil)
+	env.ExecuteWorkflow(Transfer, input)
+	if got := *set; env.GetWorkflowError() == nil || len(got) == 0 || got[len(got)-1] != "failed" {
+		t.Fatalf("statuses %v, err %v; want a failed run whose last status is failed", got, env.GetWorkflowError())
 	}
 }

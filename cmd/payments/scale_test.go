@@ -24,7 +24,7 @@ func TestTwoWorkersAndTwoAPIsShareTheLoad(t *testing.T) {
 	scale := testenv.New(t, "payments_test_cli_scale", testenv.Options{NoWorker: true})
 	bin := testenv.BuildPayments(t)
 	for range 2 {
-		scale.Process(t, bin, "", []string{"worker"}, "PAYMENTS_METRICS_ADDR="+testenv.FreeAddr())
+		scale.Process(t, bin, "", []string{"worker"})
 	}
 	var apis []string
 	for range 2 {

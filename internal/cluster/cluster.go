@@ -54,7 +54,6 @@ type Options struct {
 	UIPort                   int    // the Web UI's port; 0 runs no UI
 	LogDir                   string // where each process logs (LogPrefix+"temporal-<service>.log"); empty discards the logs
 	LogPrefix                string
-	ExtraEnv                 []string  // more environment for the service processes
 	Out                      io.Writer // progress; nil is silent
 	PprofPort                int       // when not 0, the i-th of Services serves Go profiles on 127.0.0.1:PprofPort+i
 }
@@ -179,7 +178,7 @@ func (o Options) environment() ([]string, error) {
 		}
 		env = append(env, fmt.Sprintf("TEMPORAL_%s_PORT=%d", name, port))
 	}
-	return append(env, o.ExtraEnv...), nil
+	return env, nil
 }
 
 // freePort is a port on 127.0.0.1 nothing listens on, below 32768: the server keeps its

@@ -223,24 +223,9 @@ func (l *Ledger) ReturnPayout(ctx context.Context, id, reason string) (po Payout
 // Processing calls f for every payout still processing that was claimed more than olderThan
 // ago, oldest first, a page at a time: those whose run the recovery pass looks at.
 func (l *Ledger) Processing(ctx context.Context, olderThan time.Duration, f func([]Payout) error) error {
-	after, afterID := time.Time{}, ""
-	for {
-		rows, err := l.DB.Query(ctx, `SELECT `+payoutColumns+` FROM payouts
-			WHERE status = 'processing' AND created_at < now() - $1::interval AND (created_at, id) > ($2, $3)
-			ORDER BY created_at, id LIMIT 500`, olderThan, after, afterID)
-		if err != nil {
-			return err
-		}
-		page, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Payout, error) { return scanPayout(row) })
-		if err != nil || len(page) == 0 {
-			return err
-		}
-		if err := f(page); err != nil {
-			return err
-		}
-		last := page[len(page)-1]
-		after, afterID = last.CreatedAt, last.ID
-	}
+	return olderPages(ctx, l.DB, `SELECT `+payoutColumns+` FROM payouts WHERE status = 'processing'`, olderThan,
+		func(row pgx.CollectableRow) (Payout, error) { return scanPayout(row) },
+		func(po Payout) (time.Time, string) { return po.CreatedAt, po.ID }, f)
 }
 
 // PayoutsUnder counts the payouts made under workflow ID id: one per use of its key.

@@ -301,22 +301,30 @@ func TransfersUnder(ctx context.Context, q database.Querier, id string) (int, er
 // StalePending calls f for every transfer pending for longer than olderThan, oldest first, a
 // page at a time: those the recovery pass looks at.
 func (l *Ledger) StalePending(ctx context.Context, olderThan time.Duration, f func([]Transfer) error) error {
+	return olderPages(ctx, l.DB, `SELECT `+transferColumns+` FROM transfers WHERE status = 'pending'`, olderThan,
+		func(row pgx.CollectableRow) (Transfer, error) { return scanTransfer(row) },
+		func(t Transfer) (time.Time, string) { return t.CreatedAt, t.ID }, f)
+}
+
+// olderPages calls f, a page at a time, oldest first, with the rows of query (a SELECT … WHERE
+// over a table with created_at and id) created more than olderThan ago; key is a row's
+// (created_at, id), where the next page starts after.
+func olderPages[T any](ctx context.Context, db database.Querier, query string, olderThan time.Duration,
+	scan pgx.RowToFunc[T], key func(T) (time.Time, string), f func([]T) error) error {
 	after, afterID := time.Time{}, ""
 	for {
-		rows, err := l.DB.Query(ctx, `SELECT `+transferColumns+` FROM transfers
-			WHERE status = 'pending' AND created_at < now() - $1::interval AND (created_at, id) > ($2, $3)
+		rows, err := db.Query(ctx, query+` AND created_at < now() - $1::interval AND (created_at, id) > ($2, $3)
 			ORDER BY created_at, id LIMIT 500`, olderThan, after, afterID)
 		if err != nil {
 			return err
 		}
-		page, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Transfer, error) { return scanTransfer(row) })
+		page, err := pgx.CollectRows(rows, scan)
 		if err != nil || len(page) == 0 {
 			return err
 		}
 		if err := f(page); err != nil {
 			return err
 		}
-		last := page[len(page)-1]
-		after, afterID = last.CreatedAt, last.ID
+		after, afterID = key(page[len(page)-1])
 	}
 }

@@ -65,15 +65,25 @@ func account(t *testing.T, currency string, balance int64) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if balance > 0 { // a deposit, as `payments deposit` makes it
-		scope := idempotency.Scope{OwnerID: owner, Route: idempotency.RouteDeposit, Key: ledger.NewID("k")}
-		p := ledger.Posting{TransferID: scope.TransferID(0), WorkflowID: scope.WorkflowID(), From: money.FundingAccountID(currency),
-			To: acc.ID, AmountMinor: balance, Currency: currency, Scope: scope}
-		if _, _, err := l.Post(ctx, p, api.TransferAnswer); err != nil {
-			t.Fatal(err)
-		}
+	if balance > 0 {
+		deposit(t, acc.ID, balance)
 	}
 	return acc.ID
+}
+
+// deposit puts amount into account id, as `payments deposit` does.
+func deposit(t *testing.T, id string, amount int64) {
+	t.Helper()
+	acc, err := l.Account(context.Background(), "", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := idempotency.Scope{OwnerID: acc.OwnerID, Route: idempotency.RouteDeposit, Key: ledger.NewID("k")}
+	p := ledger.Posting{TransferID: scope.TransferID(0), WorkflowID: scope.WorkflowID(), From: money.FundingAccountID(acc.Currency),
+		To: id, AmountMinor: amount, Currency: acc.Currency, Scope: scope}
+	if _, _, err := l.Post(context.Background(), p, api.TransferAnswer); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // posting is a USD transfer made under a scope of its own, as the API would make it for the
@@ -158,9 +168,13 @@ func TestInsufficientFundsRejectsAndStoresTheAnswer(t *testing.T) {
 		t.Fatal("a rejection moved money")
 	}
 	// Funds arriving later do not turn a final rejection into a posting.
-	tr, _, _ = l.Post(context.Background(), p, api.TransferAnswer)
-	if tr.Status != transfer.Rejected {
-		t.Fatalf("status %s after re-post", tr.Status)
+	deposit(t, a, 1)
+	tr, _, err = l.Post(context.Background(), p, api.TransferAnswer)
+	if err != nil || tr.Status != transfer.Rejected {
+		t.Fatalf("status %s after re-post: %v", tr.Status, err)
+	}
+	if balance(t, a) != 51 || entries(t, p.TransferID) != 0 {
+		t.Fatalf("the re-post moved money: balance %d, entries %d", balance(t, a), entries(t, p.TransferID))
 	}
 }
 

@@ -151,9 +151,6 @@ func (b *Bank) Events(t testing.TB) []map[string]any {
 	return out.Data
 }
 
-// Log is what the simulator logged, for a failing test to show.
-func (b *Bank) Log() string { return b.log.String() }
-
 func (b *Bank) post(t testing.TB, path string, body, out any) {
 	t.Helper()
 	raw, _ := json.Marshal(body)
