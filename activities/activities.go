@@ -1,11 +1,13 @@
 // Package activities holds the workflows' activities: the only workflow code that touches the
 // ledger and the bank. Each is safe to run more than once. One file per capability: transfer.go
 // (posting a transfer), payout.go (holding a payout's money, the bank's instruction, settling),
-// payin.go (crediting a bank credit), cleanup.go (the idempotency cleanup and the recovery of
+// payin.go (crediting a bank credit), webhook.go (delivering events to clients' endpoints), cleanup.go (the idempotency cleanup and the recovery of
 // claims left pending).
 package activities
 
 import (
+	"net/http"
+
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
@@ -25,6 +27,9 @@ type Activities struct {
 	OnAnswer AnswerHook
 	// Stale resolves the claims left pending: transfers, then payouts (their services' ResolveStale).
 	Stale StaleResolver
+	// Webhooks sends webhook deliveries: webhook.Policy.Client, which refuses addresses the
+	// policy does not allow at connect time.
+	Webhooks *http.Client
 }
 
 // AnswerHook hears of each operation's answer the moment it commits in this process.

@@ -19,9 +19,11 @@ import (
 	payments "github.com/payments/payments"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/problem"
+	"github.com/payments/payments/internal/webhook"
 	"github.com/payments/payments/payins"
 	"github.com/payments/payments/payouts"
 	"github.com/payments/payments/transfers"
+	"github.com/payments/payments/webhooks"
 )
 
 // MaxBodyBytes bounds a request body (64 KiB, docs/contract.md §2).
@@ -29,15 +31,18 @@ const MaxBodyBytes = 64 << 10
 
 // Server holds the API's dependencies.
 type Server struct {
-	DB         *pgxpool.Pool
-	Ledger     *ledger.Ledger
-	Transfers  *transfers.Service
-	Payouts    *payouts.Service
-	Payins     *payins.Service
-	Temporal   client.Client
-	BankSecret []byte        // verifies the bank's callbacks (PAYMENTS_BANK_SECRET)
-	TTL        time.Duration // how long stored responses are replayed
-	Log        *slog.Logger
+	DB        *pgxpool.Pool
+	Ledger    *ledger.Ledger
+	Transfers *transfers.Service
+	Payouts   *payouts.Service
+	Payins    *payins.Service
+	Webhooks  *webhooks.Service
+	// WebhookURLs decides which URLs an endpoint may have (PAYMENTS_WEBHOOK_ALLOW_INSECURE).
+	WebhookURLs webhook.Policy
+	Temporal    client.Client
+	BankSecret  []byte        // verifies the bank's callbacks (PAYMENTS_BANK_SECRET)
+	TTL         time.Duration // how long stored responses are replayed
+	Log         *slog.Logger
 }
 
 // NewHTTPServer returns the HTTP server for handler on addr, with the timeouts that keep slow or
@@ -80,6 +85,10 @@ func (s *Server) Handler() *echo.Echo {
 	v1.GET("/transfers/:id", s.getTransfer)
 	v1.POST("/payouts", s.createPayout)
 	v1.GET("/payouts/:id", s.getPayout)
+	v1.GET("/events", s.listEvents)
+	v1.POST("/webhook-endpoints", s.createEndpoint)
+	v1.GET("/webhook-endpoints", s.listEndpoints)
+	v1.DELETE("/webhook-endpoints/:id", s.deleteEndpoint)
 	return e
 }
 

@@ -30,8 +30,8 @@ import (
 // internal/app assembles acts; a worker without the ledger or the answers it stores would fail
 // every posting, so it is refused here, at start.
 func New(c client.Client, acts *activities.Activities) sdkworker.Worker {
-	if acts.Ledger == nil || acts.Answer == nil || acts.PayoutAnswer == nil || acts.Bank == nil || acts.Stale == nil {
-		panic("worker.New: activities need Ledger, Answer, PayoutAnswer, Bank and Stale (internal/app assembles them)")
+	if acts.Ledger == nil || acts.Answer == nil || acts.PayoutAnswer == nil || acts.Bank == nil || acts.Stale == nil || acts.Webhooks == nil {
+		panic("worker.New: activities need Ledger, Answer, PayoutAnswer, Bank, Stale and Webhooks (internal/app assembles them)")
 	}
 	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
 	registerWorkflows(w)
@@ -44,6 +44,7 @@ func registerWorkflows(r sdkworker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.Transfer, workflow.RegisterOptions{Name: "Transfer"})
 	r.RegisterWorkflowWithOptions(workflows.Payout, workflow.RegisterOptions{Name: "Payout"})
 	r.RegisterWorkflowWithOptions(workflows.Payin, workflow.RegisterOptions{Name: "Payin"})
+	r.RegisterWorkflowWithOptions(workflows.WebhookDelivery, workflow.RegisterOptions{Name: "WebhookDelivery"})
 	r.RegisterWorkflow(workflows.IdempotencyCleanup)
 	r.RegisterWorkflow(workflows.RecoverTransfers)
 }

@@ -1,6 +1,6 @@
 // Package workflows holds the workflows: deterministic orchestration only, no I/O. One file per
 // capability, each with what its workflow takes and returns: transfer.go (a transfer, posted
-// once), payout.go and payin.go (money out and in through the bank), cleanup.go and recover.go (the recurring Schedules that keep the idempotency records
+// once), payout.go and payin.go (money out and in through the bank), webhook.go (events delivered to clients' endpoints), cleanup.go and recover.go (the recurring Schedules that keep the idempotency records
 // and the pending transfers in bounds).
 package workflows
 
@@ -13,10 +13,13 @@ const TaskQueue = "payments-transfers"
 // namespace must have registered: `make run` registers them on the dev server, and a worker
 // refuses to start without them.
 var SearchAttributeTypes = map[string]enums.IndexedValueType{
-	TransferStatus.GetName(): enums.INDEXED_VALUE_TYPE_KEYWORD,
-	FromAccount.GetName():    enums.INDEXED_VALUE_TYPE_KEYWORD,
-	ToAccount.GetName():      enums.INDEXED_VALUE_TYPE_KEYWORD,
-	Currency.GetName():       enums.INDEXED_VALUE_TYPE_KEYWORD,
-	AmountMinor.GetName():    enums.INDEXED_VALUE_TYPE_INT,
-	PayoutStatus.GetName():   enums.INDEXED_VALUE_TYPE_KEYWORD,
+	TransferStatus.GetName():   enums.INDEXED_VALUE_TYPE_KEYWORD,
+	FromAccount.GetName():      enums.INDEXED_VALUE_TYPE_KEYWORD,
+	ToAccount.GetName():        enums.INDEXED_VALUE_TYPE_KEYWORD,
+	Currency.GetName():         enums.INDEXED_VALUE_TYPE_KEYWORD,
+	AmountMinor.GetName():      enums.INDEXED_VALUE_TYPE_INT,
+	PayoutStatus.GetName():     enums.INDEXED_VALUE_TYPE_KEYWORD,
+	WebhookEndpoint.GetName():  enums.INDEXED_VALUE_TYPE_KEYWORD,
+	WebhookEventType.GetName(): enums.INDEXED_VALUE_TYPE_KEYWORD,
+	WebhookStatus.GetName():    enums.INDEXED_VALUE_TYPE_INT,
 }

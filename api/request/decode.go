@@ -11,6 +11,7 @@ import (
 	"io"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -325,4 +326,45 @@ func (f *fields) pattern(field, value string, re *regexp.Regexp, want string) {
 	case !re.MatchString(value):
 		f.add(field, "%s", want)
 	}
+}
+
+// Endpoint is a POST /v1/webhook-endpoints body, decoded once: executed and fingerprinted.
+// Whether its URL may be used (https, not a private address) is the handler's to check, as it
+// resolves the host.
+type Endpoint struct {
+	URL        string   `json:"url"`
+	EventTypes []string `json:"event_types"`
+}
+
+// DecodeEndpoint decodes and validates a webhook endpoint request and returns its fingerprint.
+// eventTypes are the types an endpoint may subscribe to ("*" alone is all of them).
+func DecodeEndpoint(body []byte, eventTypes []string) (Endpoint, []byte, error) {
+	var req Endpoint
+	if err := decode(body, &req); err != nil {
+		return req, nil, err
+	}
+	var f fields
+	if req.URL == "" {
+		f.add("url", "is required")
+	}
+	f.text("url", req.URL, 2048)
+	switch {
+	case len(req.EventTypes) == 0:
+		f.add("event_types", `is required: a list of event types, or ["*"] for all`)
+	case slices.Contains(req.EventTypes, "*") && len(req.EventTypes) > 1:
+		f.add("event_types", `"*" stands for every type and comes alone`)
+	default:
+		seen := map[string]bool{}
+		for i, t := range req.EventTypes {
+			field := fmt.Sprintf("event_types[%d]", i)
+			switch {
+			case t != "*" && !slices.Contains(eventTypes, t):
+				f.add(field, "must be one of %s, or \"*\"", strings.Join(eventTypes, ", "))
+			case seen[t]:
+				f.add(field, "is given more than once")
+			}
+			seen[t] = true
+		}
+	}
+	return fingerprinted(req, f, idempotency.RouteEndpoints)
 }

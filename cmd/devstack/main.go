@@ -150,7 +150,8 @@ func prepareDatabase(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return db, nil
 }
 
-// buildPayments builds bin/payments, and sets the bank's demo secret for the processes it runs.
+// buildPayments builds bin/payments, and sets the bank's demo secret and local webhooks for the
+// processes it runs.
 func buildPayments(ctx context.Context) error {
 	step("Building bin/payments")
 	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join("bin", "payments"), "./cmd/payments")
@@ -161,6 +162,10 @@ func buildPayments(ctx context.Context) error {
 	// The bank's callbacks are signed with this secret; a real deployment sets its own.
 	if os.Getenv("PAYMENTS_BANK_SECRET") == "" {
 		os.Setenv("PAYMENTS_BANK_SECRET", "dev-bank-secret")
+	}
+	// Local receivers (http://localhost:…) are what a newcomer tries webhooks with.
+	if os.Getenv("PAYMENTS_WEBHOOK_ALLOW_INSECURE") == "" {
+		os.Setenv("PAYMENTS_WEBHOOK_ALLOW_INSECURE", "true")
 	}
 	return nil
 }

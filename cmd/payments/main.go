@@ -35,7 +35,7 @@ var commands = []command{
 	{"deposit", "deposit --account ID --amount-minor N [--idempotency-key K]: fund an account", runDeposit},
 	{"reconcile", "check every ledger invariant; exit 1 when any is broken", runReconcile},
 	{"bench", "bench [--api URL] [--clients N] [--duration D] [--json FILE]: measure what a transfer costs", runBench},
-	{"rerun", "rerun failed [--since D]: run failed, terminated or timed-out transfers again", runRerun},
+	{"rerun", "rerun failed [--since D]: run failed, terminated or timed-out transfers, payouts, payins and webhook deliveries again", runRerun},
 	{"replay", "replay history FILE.json…: check that histories replay against this build", runReplay},
 	{"banksim", "run the bank simulator (docs/bank.md)", runBanksim},
 }

@@ -67,7 +67,7 @@ func TestRerunFailedCompletesEachTransferOnce(t *testing.T) {
 	if err := dispatch(context.Background(), []string{"rerun", "failed", "--since", "1h"}, &out); err != nil {
 		t.Fatalf("rerun failed: %v\n%s", err, out.String())
 	}
-	if !strings.Contains(out.String(), fmt.Sprintf(": %d completed, 0 rejected, 0 started (payouts go on), 0 credited, 0 failed again", n)) {
+	if !strings.Contains(out.String(), fmt.Sprintf(": %d completed, 0 rejected, 0 started (payouts and deliveries go on), 0 credited, 0 failed again", n)) {
 		t.Fatalf("report:\n%s", out.String())
 	}
 	for i := range n {
@@ -88,7 +88,7 @@ func TestRerunFailedCompletesEachTransferOnce(t *testing.T) {
 	// Again: nothing left to do; each is skipped, its latest run having completed.
 	out.Reset()
 	if err := dispatch(context.Background(), []string{"rerun", "failed"}, &out); err != nil ||
-		!strings.Contains(out.String(), ": 0 completed, 0 rejected, 0 started (payouts go on), 0 credited, 0 failed again") {
+		!strings.Contains(out.String(), ": 0 completed, 0 rejected, 0 started (payouts and deliveries go on), 0 credited, 0 failed again") {
 		t.Fatalf("second replay: %v\n%s", err, out.String())
 	}
 	for i := range n {

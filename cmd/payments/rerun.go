@@ -9,7 +9,7 @@ import (
 	"github.com/payments/payments/internal/runs"
 )
 
-// runRerun is `rerun failed [--since D]`: run again the transfers, payouts and payins whose
+// runRerun is `rerun failed [--since D]`: run again the transfers, payouts, payins and webhook deliveries whose
 // latest run failed, was terminated or timed out.
 func runRerun(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "failed" {
@@ -32,7 +32,7 @@ func runRerun(ctx context.Context, args []string, stdout io.Writer) error {
 	if *since > 0 {
 		from = time.Now().Add(-*since)
 	}
-	fmt.Fprintln(stdout, "rerun: looking for transfer, payout and payin workflows whose latest run failed, was terminated or timed out…")
+	fmt.Fprintln(stdout, "rerun: looking for transfer, payout, payin and webhook-delivery workflows whose latest run failed, was terminated or timed out…")
 	counts := map[string]int{}
 	report := func(r runs.Rerun) {
 		counts[r.Outcome]++
@@ -40,7 +40,7 @@ func runRerun(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	a := d.app(nil)
 	for _, rerun := range []func(context.Context, time.Time, func(runs.Rerun)) error{
-		a.Transfers.RerunFailed, a.Payouts.RerunFailed, a.Payins.RerunFailed,
+		a.Transfers.RerunFailed, a.Payouts.RerunFailed, a.Payins.RerunFailed, a.Webhooks.RerunFailed,
 	} {
 		if err := rerun(ctx, from, report); err != nil {
 			return err
@@ -50,7 +50,7 @@ func runRerun(ctx context.Context, args []string, stdout io.Writer) error {
 	for _, n := range counts {
 		total += n
 	}
-	fmt.Fprintf(stdout, "ran %d again: %d completed, %d rejected, %d started (payouts go on), %d credited, %d failed again, %d skipped, %d errors\n",
+	fmt.Fprintf(stdout, "ran %d again: %d completed, %d rejected, %d started (payouts and deliveries go on), %d credited, %d failed again, %d skipped, %d errors\n",
 		total, counts["completed"], counts["rejected"], counts["started"], counts["credited"]+counts["unmatched"], counts["failed"],
 		counts["skipped"], counts["error"])
 	if counts["failed"]+counts["error"] > 0 {

@@ -19,9 +19,11 @@ import (
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/runs"
+	"github.com/payments/payments/internal/webhook"
 	"github.com/payments/payments/payins"
 	"github.com/payments/payments/payouts"
 	"github.com/payments/payments/transfers"
+	"github.com/payments/payments/webhooks"
 	"github.com/payments/payments/worker"
 )
 
@@ -31,6 +33,7 @@ type Settings struct {
 	TTL      time.Duration // PAYMENTS_IDEMPOTENCY_TTL
 	RetryFor time.Duration // PAYMENTS_TRANSFER_RETRY_FOR
 	Bank     config.Bank
+	Webhooks config.Webhooks
 }
 
 // App is the system's parts on one database and one Temporal client.
@@ -40,6 +43,7 @@ type App struct {
 	Transfers *transfers.Service
 	Payouts   *payouts.Service
 	Payins    *payins.Service
+	Webhooks  *webhooks.Service
 	Bank      bank.Rail
 	settings  Settings
 	log       *slog.Logger
@@ -50,7 +54,12 @@ type App struct {
 // running in this process on c (`payments serve`): the API then starts workflows eagerly on
 // that worker and answers as soon as their posting commits here. Pass nil otherwise.
 func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listener *runs.Listener) *App {
+	if s.Webhooks.Timeout <= 0 {
+		s.Webhooks.Timeout = 10 * time.Second
+	}
 	l := &ledger.Ledger{DB: db}
+	hooks := &webhooks.Service{Ledger: l, Temporal: c, RetryFor: s.Webhooks.RetryFor, Log: log}
+	l.Wake = hooks.Wake
 	return &App{
 		Ledger: l, Temporal: c, settings: s, log: log, listener: listener,
 		Transfers: &transfers.Service{
@@ -63,8 +72,9 @@ func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listen
 			BankRetryFor: s.Bank.RetryFor, PollAfter: s.Bank.PollAfter, ReturnWindow: s.Bank.ReturnWindow,
 			Eager: listener != nil, Listener: listener,
 		},
-		Payins: &payins.Service{Temporal: c, RetryFor: s.RetryFor},
-		Bank:   &bank.HTTP{BaseURL: s.Bank.URL},
+		Payins:   &payins.Service{Temporal: c, RetryFor: s.RetryFor},
+		Webhooks: hooks,
+		Bank:     &bank.HTTP{BaseURL: s.Bank.URL},
 	}
 }
 
@@ -72,7 +82,8 @@ func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listen
 // caller starts and stops it.
 func (a *App) Worker() sdkworker.Worker {
 	acts := &activities.Activities{Ledger: a.Ledger, Answer: api.TransferAnswer, PayoutAnswer: api.PayoutAnswer,
-		Bank: a.Bank, Stale: stale{a.Transfers, a.Payouts}}
+		Bank: a.Bank, Stale: stale{a.Transfers, a.Payouts, a.Webhooks},
+		Webhooks: a.policy().Client(a.settings.Webhooks.Timeout)}
 	if a.listener != nil {
 		acts.OnAnswer = a.listener
 	}
@@ -82,10 +93,16 @@ func (a *App) Worker() sdkworker.Worker {
 // Server returns the HTTP API.
 func (a *App) Server() *api.Server {
 	return &api.Server{DB: a.Ledger.DB, Ledger: a.Ledger, Transfers: a.Transfers, Payouts: a.Payouts, Payins: a.Payins,
-		Temporal: a.Temporal, BankSecret: []byte(a.settings.Bank.Secret), TTL: a.settings.TTL, Log: a.log}
+		Webhooks: a.Webhooks, WebhookURLs: a.policy(), Temporal: a.Temporal, BankSecret: []byte(a.settings.Bank.Secret), TTL: a.settings.TTL, Log: a.log}
 }
 
-// stale is what the recovery pass resolves: the transfers, then the payouts, left pending.
+// policy is where webhooks may be sent (PAYMENTS_WEBHOOK_ALLOW_INSECURE).
+func (a *App) policy() webhook.Policy {
+	return webhook.Policy{AllowInsecure: a.settings.Webhooks.AllowInsecure}
+}
+
+// stale is what the recovery pass resolves: the transfers, then the payouts, left pending, and
+// the webhook endpoints behind.
 type stale []activities.StaleResolver
 
 func (s stale) ResolveStale(ctx context.Context, olderThan time.Duration) (activities.StaleResult, error) {

@@ -17,6 +17,14 @@ type Config struct {
 	RetryFor       time.Duration // how long a transfer retries technical failures before it fails
 	Temporal       Temporal
 	Bank           Bank
+	Webhooks       Webhooks
+}
+
+// Webhooks says how events are delivered to clients' endpoints (docs/contract.md §7).
+type Webhooks struct {
+	RetryFor      time.Duration // PAYMENTS_WEBHOOK_RETRY_FOR: how long an event is tried before its delivery run gives up
+	AllowInsecure bool          // PAYMENTS_WEBHOOK_ALLOW_INSECURE: http, loopback and private addresses allowed
+	Timeout       time.Duration // PAYMENTS_WEBHOOK_TIMEOUT: how long one attempt may take
 }
 
 // Bank says how to reach the bank and how patient to be with it (docs/bank.md).
@@ -68,12 +76,29 @@ func FromEnv() (Config, error) {
 		{"PAYMENTS_BANK_RETRY_FOR", 24 * time.Hour, &c.Bank.RetryFor},
 		{"PAYMENTS_BANK_POLL_AFTER", time.Minute, &c.Bank.PollAfter},
 		{"PAYMENTS_PAYOUT_RETURN_WINDOW", 7 * 24 * time.Hour, &c.Bank.ReturnWindow},
+		{"PAYMENTS_WEBHOOK_RETRY_FOR", 72 * time.Hour, &c.Webhooks.RetryFor},
+		{"PAYMENTS_WEBHOOK_TIMEOUT", 10 * time.Second, &c.Webhooks.Timeout},
 	} {
 		if *d.dst, err = duration(d.name, d.def); err != nil {
 			return c, err
 		}
 	}
-	return c, nil
+	if c.Webhooks.Timeout == 0 {
+		return c, fmt.Errorf("PAYMENTS_WEBHOOK_TIMEOUT must be more than 0")
+	}
+	c.Webhooks.AllowInsecure, err = boolean("PAYMENTS_WEBHOOK_ALLOW_INSECURE")
+	return c, err
+}
+
+func boolean(name string) (bool, error) {
+	switch v := os.Getenv(name); v {
+	case "", "false", "0":
+		return false, nil
+	case "true", "1":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s=%q: want true or false", name, v)
+	}
 }
 
 func env(name, def string) string {

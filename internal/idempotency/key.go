@@ -92,10 +92,11 @@ const (
 	RouteDeposit   = "CLI deposit"
 	RoutePayouts   = "POST /v1/payouts"
 	RoutePayin     = "BANK credit.received"
+	RouteEndpoints = "POST /v1/webhook-endpoints"
 )
 
 var routeNames = map[string]string{RouteTransfers: "transfer", RouteDeposit: "deposit", RouteAccounts: "account",
-	RoutePayouts: "payout", RoutePayin: "payin"}
+	RoutePayouts: "payout", RoutePayin: "payin", RouteEndpoints: "webhook-endpoint"}
 
 // WorkflowID is the Temporal workflow ID of the operation in scope s:
 //

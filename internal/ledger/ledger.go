@@ -63,6 +63,9 @@ var ErrNotFound = errors.New("not found")
 // Ledger reads and writes the ledger tables.
 type Ledger struct {
 	DB *pgxpool.Pool
+	// Wake, when not nil, is told after a commit which webhook endpoints got new deliveries, so
+	// that their delivery workflows run now rather than at the next recovery pass.
+	Wake func(endpointIDs []string)
 }
 
 // NewID returns a random identifier with prefix, e.g. "acc_…".
@@ -196,4 +199,14 @@ func (l *Ledger) LockClaim(scope idempotency.Scope) func(ctx context.Context, f 
 			return f()
 		}))
 	}
+}
+
+// qualified prefixes each of columns (a list such as transferColumns) with table, for a query
+// that joins another table with columns of the same names.
+func qualified(table, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = table + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
 }

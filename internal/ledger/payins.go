@@ -59,7 +59,7 @@ func scanPayin(row pgx.Row) (Payin, error) {
 // recorded unmatched, for operators, and credits nothing.
 func (l *Ledger) CreditPayin(ctx context.Context, c Credit) (p Payin, err error) {
 	scope := idempotency.Scope{Route: idempotency.RoutePayin, Key: c.BankEventID}
-	err = l.InTx(ctx, func(tx pgx.Tx) error {
+	err = l.change(ctx, func(tx pgx.Tx, o *outbox) error {
 		if p, err = scanPayin(tx.QueryRow(ctx, `SELECT `+payinColumns+` FROM payins WHERE bank_event_id = $1`, c.BankEventID)); err == nil {
 			return nil // credited (or recorded) before
 		} else if !errors.Is(err, ErrNotFound) {
@@ -76,7 +76,7 @@ func (l *Ledger) CreditPayin(ctx context.Context, c Credit) (p Payin, err error)
 		case err != nil:
 			return err
 		default:
-			if _, _, err := post(ctx, tx, Posting{TransferID: *transferID, WorkflowID: scope.WorkflowID(),
+			if _, _, err := post(ctx, tx, o, Posting{TransferID: *transferID, WorkflowID: scope.WorkflowID(),
 				From: SettlementAccountID(c.Currency), To: account, AmountMinor: c.AmountMinor, Currency: c.Currency,
 				Description: c.Reference, Kind: KindPayin}, nil); err != nil {
 				return err
@@ -91,6 +91,9 @@ func (l *Ledger) CreditPayin(ctx context.Context, c Credit) (p Payin, err error)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 			RETURNING `+payinColumns, id, c.BankEventID, c.AccountNumber, accountID, c.AmountMinor,
 			c.Currency, c.Reference, status, transferID))
+		if err == nil && p.AccountID != nil {
+			o.add(EventPayinReceived, p.ID, p, *p.AccountID)
+		}
 		return err
 	})
 	return p, err

@@ -97,7 +97,7 @@ func lockPayout(ctx context.Context, tx pgx.Tx, id string) (Payout, error) {
 // otherwise the payout fails for insufficient funds. The first answer, made by answer, is stored
 // under scope in the same transaction; called again, it returns the stored answer.
 func (l *Ledger) PlaceHold(ctx context.Context, id string, scope idempotency.Scope, ttl time.Duration, answer PayoutAnswer) (po Payout, resp idempotency.Response, err error) {
-	err = l.InTx(ctx, func(tx pgx.Tx) error {
+	err = l.change(ctx, func(tx pgx.Tx, o *outbox) error {
 		if po, err = lockPayout(ctx, tx, id); err != nil {
 			return err
 		}
@@ -125,6 +125,7 @@ func (l *Ledger) PlaceHold(ctx context.Context, id string, scope idempotency.Sco
 		if err != nil {
 			return err
 		}
+		o.payout(po)
 		resp = answer(po)
 		return idempotency.Complete(ctx, tx, scope, resp, ttl)
 	})
@@ -175,17 +176,18 @@ func (l *Ledger) RecordBankPayment(ctx context.Context, id, paymentID string) er
 // available again). A payout no longer processing is returned as it stands: the bank's outcome
 // is applied once, however often it is told.
 func (l *Ledger) SettlePayout(ctx context.Context, id string, paid bool, reason string) (po Payout, err error) {
-	err = l.InTx(ctx, func(tx pgx.Tx) error {
+	err = l.change(ctx, func(tx pgx.Tx, o *outbox) error {
 		if po, err = lockPayout(ctx, tx, id); err != nil || po.Status != payout.Processing {
 			return err
 		}
 		if paid {
-			if _, _, err := post(ctx, tx, Posting{TransferID: po.ID, WorkflowID: po.WorkflowID, From: po.AccountID,
+			if _, _, err := post(ctx, tx, o, Posting{TransferID: po.ID, WorkflowID: po.WorkflowID, From: po.AccountID,
 				To: SettlementAccountID(po.Currency), AmountMinor: po.AmountMinor, Currency: po.Currency,
 				Description: "payout " + po.ID, Kind: KindPayout}, nil); err != nil {
 				return err
 			}
 			po, err = endPayout(ctx, tx, id, payout.Paid, "paid_at", "")
+			o.payout(po)
 			return err
 		}
 		if _, err := tx.Exec(ctx, `
@@ -194,6 +196,7 @@ func (l *Ledger) SettlePayout(ctx context.Context, id string, paid bool, reason 
 			return err
 		}
 		po, err = endPayout(ctx, tx, id, payout.Failed, "failed_at", reason)
+		o.payout(po)
 		return err
 	})
 	return po, err
@@ -202,19 +205,20 @@ func (l *Ledger) SettlePayout(ctx context.Context, id string, paid bool, reason 
 // ReturnPayout credits a paid payout back to its account, as postings of their own, when its
 // beneficiary's bank sent it back for reason. A payout already returned is returned as it stands.
 func (l *Ledger) ReturnPayout(ctx context.Context, id, reason string) (po Payout, err error) {
-	err = l.InTx(ctx, func(tx pgx.Tx) error {
+	err = l.change(ctx, func(tx pgx.Tx, o *outbox) error {
 		if po, err = lockPayout(ctx, tx, id); err != nil || po.Status == payout.Returned {
 			return err
 		}
 		if po.Status != payout.Paid {
 			return fmt.Errorf("%w: payout %s is %s, not paid", ErrInvalidPosting, id, po.Status)
 		}
-		if _, _, err := post(ctx, tx, Posting{TransferID: ReturnID(po.ID), WorkflowID: po.WorkflowID,
+		if _, _, err := post(ctx, tx, o, Posting{TransferID: ReturnID(po.ID), WorkflowID: po.WorkflowID,
 			From: SettlementAccountID(po.Currency), To: po.AccountID, AmountMinor: po.AmountMinor, Currency: po.Currency,
 			Description: "return of payout " + po.ID, Kind: KindReturn}, nil); err != nil {
 			return err
 		}
 		po, err = endPayout(ctx, tx, id, payout.Returned, "returned_at", reason)
+		o.payout(po)
 		return err
 	})
 	return po, err

@@ -77,8 +77,8 @@ type Answer func(Transfer) idempotency.Response
 // Reset), it posts nothing and returns the outcome and answer of the first call. A transfer
 // without enough funds is rejected: a final outcome, stored and replayed like a completed one.
 func (l *Ledger) Post(ctx context.Context, p Posting, answer Answer) (t Transfer, resp idempotency.Response, err error) {
-	err = l.InTx(ctx, func(tx pgx.Tx) error {
-		t, resp, err = post(ctx, tx, p, answer)
+	err = l.change(ctx, func(tx pgx.Tx, o *outbox) error {
+		t, resp, err = post(ctx, tx, o, p, answer)
 		return err
 	})
 	return t, resp, err
@@ -109,7 +109,7 @@ func retryable(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
 }
 
-func post(ctx context.Context, tx pgx.Tx, p Posting, answer Answer) (Transfer, idempotency.Response, error) {
+func post(ctx context.Context, tx pgx.Tx, o *outbox, p Posting, answer Answer) (Transfer, idempotency.Response, error) {
 	// Claim the transfer id first. DO UPDATE (rather than DO NOTHING) returns the row either way
 	// and locks it, so a concurrent posting of the same id waits here and then sees it final,
 	// and MarkFailed waits for a posting under way.
@@ -166,6 +166,7 @@ func post(ctx context.Context, tx pgx.Tx, p Posting, answer Answer) (Transfer, i
 	if err != nil || p.kind() != KindTransfer {
 		return t, idempotency.Response{}, err
 	}
+	o.transfer(t)
 	resp := answer(t)
 	return t, resp, idempotency.Complete(ctx, tx, p.Scope, resp, p.ReplayFor)
 }
@@ -237,17 +238,26 @@ func finish(ctx context.Context, q database.Querier, id string, status transfer.
 // row's lock, and this waits for it), and one never inserted is left alone (ErrNotFound). From
 // then on, a posting by run is refused (ErrFenced), so a failed transfer stays one that moved no
 // money; a new run of the same workflow ID can still post it.
-func (l *Ledger) MarkFailed(ctx context.Context, id, run, reason string) (Transfer, error) {
-	t, err := scanTransfer(l.DB.QueryRow(ctx, `
-		UPDATE transfers SET status = 'failed', completed_at = now(),
-			failure_reason = CASE WHEN $2::text = ANY(failed_runs) THEN failure_reason ELSE $3 END,
-			failed_runs = CASE WHEN $2::text = '' OR $2::text = ANY(failed_runs) THEN failed_runs
-				ELSE array_append(failed_runs, $2::text) END
-		WHERE id = $1 AND status IN ('pending', 'failed')
-		RETURNING `+transferColumns, id, run, reason))
-	if errors.Is(err, ErrNotFound) {
-		return l.Transfer(ctx, "", id)
-	}
+func (l *Ledger) MarkFailed(ctx context.Context, id, run, reason string) (t Transfer, err error) {
+	err = l.change(ctx, func(tx pgx.Tx, o *outbox) error {
+		var was transfer.Status
+		t, err = scanTransfer(tx.QueryRow(ctx, `
+			UPDATE transfers t SET status = 'failed', completed_at = now(),
+				failure_reason = CASE WHEN $2::text = ANY(t.failed_runs) THEN t.failure_reason ELSE $3 END,
+				failed_runs = CASE WHEN $2::text = '' OR $2::text = ANY(t.failed_runs) THEN t.failed_runs
+					ELSE array_append(t.failed_runs, $2::text) END
+			FROM (SELECT id, status FROM transfers WHERE id = $1 FOR UPDATE) was
+			WHERE t.id = was.id AND t.status IN ('pending', 'failed')
+			RETURNING `+qualified("t", transferColumns)+`, was.status`, id, run, reason), &was)
+		if errors.Is(err, ErrNotFound) {
+			t, err = l.Transfer(ctx, "", id)
+			return err
+		}
+		if err == nil && was == transfer.Pending {
+			o.transfer(t)
+		}
+		return err
+	})
 	return t, err
 }
 

@@ -19,7 +19,7 @@ import (
 
 // Check is one ledger invariant and what breaks it.
 type Check struct {
-	ID         string // "1" to "8" as docs/ledger.md numbers them; "5a" to "5c" refine the fifth
+	ID         string // "1" to "9" as docs/ledger.md numbers them; "5a" to "5c" refine the fifth
 	Invariant  string
 	Violations []string // one line each, at most maxViolations
 	More       int      // violations beyond those listed
@@ -104,6 +104,7 @@ func Reconcile(ctx context.Context, q database.Querier, ttl time.Duration, state
 			r.BankInFlight = inFlight
 			return found, err
 		}},
+		{"9", "every change of a transfer, payout or payin has its one event, and every event is a change that committed", eventsMatchChanges},
 	} {
 		found, err := c.find(ctx, q)
 		if err != nil {
@@ -288,11 +289,12 @@ func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 	rows, _ := q.Query(ctx, `
 		SELECT r.route || ' ' || r.key || ' of ' || r.owner_id, r.route, r.resource_id, r.status_code, r.body,
 			COALESCE(t.status, p.status || CASE WHEN p.failure_reason = $1 THEN ' (insufficient funds)' ELSE '' END,
-				CASE WHEN a.id IS NOT NULL THEN 'open' END, 'missing')
+				CASE WHEN a.id IS NOT NULL OR w.id IS NOT NULL THEN 'open' END, 'missing')
 		FROM idempotency_records r
 		LEFT JOIN transfers t ON t.id = r.resource_id
 		LEFT JOIN payouts p ON p.id = r.resource_id
 		LEFT JOIN accounts a ON a.id = r.resource_id
+		LEFT JOIN webhook_endpoints w ON w.id = r.resource_id
 		WHERE r.status_code IS NOT NULL`, ReasonInsufficientFunds)
 	var found []string
 	var scope, route, resource, state string
@@ -313,7 +315,7 @@ func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 		}
 		var ok bool
 		switch code {
-		case 201: // created: the account; the transfer, completed; the payout, processing then
+		case 201: // created: the account or webhook endpoint; the transfer, completed; the payout, processing then
 			ok = answer.ID == resource && (state == "open" || state == string(transfer.Completed) && answer.Status == state ||
 				route == idempotency.RoutePayouts && answer.Status == "processing" && state != "missing" && !strings.Contains(state, "insufficient"))
 		case 422: // insufficient funds: the transfer rejected, the payout refused
@@ -504,4 +506,31 @@ func (r Report) Print(w io.Writer) {
 	default:
 		fmt.Fprintf(w, "All %d invariants hold.\n", checked)
 	}
+}
+
+// eventsMatchChanges finds the changes without their event (since events began) and the events
+// of no committed change. A completed transfer may also have a transfer.failed event: a run gave
+// up on it, and a later run of its workflow ID posted it.
+func eventsMatchChanges(ctx context.Context, q database.Querier) ([]string, error) {
+	return lines(ctx, q, `
+		WITH since AS (SELECT min(at) AS at FROM events_start),
+		expected(object_id, type, created_at) AS (
+			SELECT id, 'transfer.' || status, created_at FROM transfers WHERE kind = 'transfer' AND status <> 'pending'
+			UNION ALL SELECT p.id, 'payout.processing', p.created_at FROM payouts p JOIN holds h ON h.payout_id = p.id
+			UNION ALL SELECT id, 'payout.' || status, created_at FROM payouts WHERE status <> 'processing'
+			UNION ALL SELECT id, 'payout.paid', created_at FROM payouts WHERE status = 'returned'
+			UNION ALL SELECT id, 'payin.received', created_at FROM payins WHERE status = 'credited'
+		), allowed AS (
+			SELECT object_id, type FROM expected
+			UNION ALL SELECT id, 'transfer.failed' FROM transfers WHERE kind = 'transfer' AND status = 'completed'
+		)
+		SELECT format('%s has no %s event', x.object_id, x.type) FROM expected x, since
+		WHERE x.created_at >= since.at
+			AND NOT EXISTS (SELECT 1 FROM events e WHERE e.object_id = x.object_id AND e.type = x.type)
+		UNION ALL
+		SELECT format('event %s (%s of %s) is of no committed change', e.id, e.type, e.object_id) FROM events e
+		WHERE NOT EXISTS (SELECT 1 FROM allowed a WHERE a.object_id = e.object_id AND a.type = e.type)
+		UNION ALL
+		SELECT format('event %s (%s of %s) is seen by no owner', e.id, e.type, e.object_id) FROM events e
+		WHERE NOT EXISTS (SELECT 1 FROM event_owners o WHERE o.event_seq = e.seq)`)
 }

@@ -73,6 +73,11 @@ type Options struct {
 
 	// How patient payouts are with the bank: defaults 2s, 200ms, 5s (milliseconds settle it).
 	BankRetryFor, BankPollAfter, ReturnWindow time.Duration
+	// How webhooks are delivered: RetryFor (default 72h) goes with the delivery runs this API
+	// starts, Timeout (default 2s) is the worker's; tests' receivers are on loopback, so the
+	// URL policy is insecure unless WebhookSecure.
+	WebhookRetryFor, WebhookTimeout time.Duration
+	WebhookSecure                   bool
 
 	// For Start only.
 	DatabaseHost  string // host:port the Env reaches PostgreSQL through (a Proxy); default direct
@@ -236,7 +241,9 @@ func (e *Env) NewWorker(c client.Client) sdkworker.Worker {
 func (e *Env) settings(o Options) app.Settings {
 	return app.Settings{SyncWait: or(o.SyncWait, 10*time.Second), TTL: or(o.TTL, 24*time.Hour), RetryFor: or(o.RetryFor, 2*time.Minute),
 		Bank: config.Bank{URL: e.bankURL, Secret: BankSecret, RetryFor: or(o.BankRetryFor, 2*time.Second),
-			PollAfter: or(o.BankPollAfter, 200*time.Millisecond), ReturnWindow: or(o.ReturnWindow, 5*time.Second)}}
+			PollAfter: or(o.BankPollAfter, 200*time.Millisecond), ReturnWindow: or(o.ReturnWindow, 5*time.Second)},
+		Webhooks: config.Webhooks{RetryFor: or(o.WebhookRetryFor, 72*time.Hour), Timeout: or(o.WebhookTimeout, 2*time.Second),
+			AllowInsecure: !o.WebhookSecure}}
 }
 
 // With returns e with a second HTTP API, configured by o, in front of the same database,

@@ -1,0 +1,108 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/webhook"
+)
+
+// WebhookBatchSize is how many events one DeliverWebhooks sends at most: a backlog is drained a
+// batch per activity, not an activity per event.
+const WebhookBatchSize = 100
+
+// WebhookBatch is what one pass over an endpoint's pending deliveries did: how many it
+// delivered; whether the batch was full (more may wait); whether the endpoint is gone (deleted:
+// its deliveries were canceled); and, when the endpoint did not take an event, that attempt.
+type WebhookBatch struct {
+	Delivered int
+	More      bool
+	Deleted   bool
+	Failed    *WebhookAttempt
+}
+
+// WebhookAttempt is an attempt that did not deliver: the event, what the endpoint answered (its
+// HTTP status, 0 when no answer came) and how many attempts the event has had.
+type WebhookAttempt struct {
+	EventID   string
+	EventType string
+	Status    int
+	Error     string
+	Attempts  int
+}
+
+// DeliverWebhooks sends endpoint's pending events, in the order they committed, each signed
+// with the endpoint's secret, and records each attempt. It stops at the first event the
+// endpoint does not take (anything but a 2xx in time): the workflow waits and tries it again,
+// so a dead endpoint costs one attempt per backoff, not one per event. Each delivery is recorded
+// as it happens: a worker that dies mid-batch sends again at most the event it was sending.
+func (a *Activities) DeliverWebhooks(ctx context.Context, endpoint string) (WebhookBatch, error) {
+	target, err := a.Ledger.Target(ctx, endpoint)
+	if errors.Is(err, ledger.ErrNotFound) || target.Deleted {
+		return WebhookBatch{Deleted: true}, nil
+	}
+	if err != nil {
+		return WebhookBatch{}, err
+	}
+	due, err := a.Ledger.PendingDeliveries(ctx, endpoint, WebhookBatchSize)
+	if err != nil {
+		return WebhookBatch{}, err
+	}
+	out := WebhookBatch{More: len(due) == WebhookBatchSize}
+	for _, d := range due {
+		activity.RecordHeartbeat(ctx, d.EventID)
+		status, problem := a.send(ctx, target, d)
+		if ctx.Err() != nil { // canceled: the endpoint was deleted, or the worker is stopping
+			return out, ctx.Err()
+		}
+		delivered := problem == ""
+		if err := a.Ledger.RecordAttempt(ctx, endpoint, d.Seq, delivered, status, problem); err != nil {
+			return out, err
+		}
+		if !delivered {
+			out.More = false
+			out.Failed = &WebhookAttempt{EventID: d.EventID, EventType: d.Type, Status: status, Error: problem, Attempts: d.Attempts + 1}
+			activity.GetLogger(ctx).Info("webhook not delivered", "endpoint", endpoint, "event_id", d.EventID,
+				"status", status, "problem", problem, "attempts", d.Attempts+1)
+			return out, nil
+		}
+		out.Delivered++
+	}
+	return out, nil
+}
+
+// send posts one event to target and returns the HTTP status (0 when none came) and, when it
+// was not delivered, why, in words that name neither the URL nor the secret.
+func (a *Activities) send(ctx context.Context, target ledger.Target, d ledger.Delivery) (int, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.URL, bytes.NewReader(d.Body))
+	if err != nil {
+		return 0, "the endpoint's URL cannot be used: " + err.Error()
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "payments-webhooks/1")
+	req.Header.Set(webhook.EventIDHeader, d.EventID)
+	req.Header.Set(webhook.SignatureHeader, webhook.Sign(target.Secret, time.Now(), d.Body))
+	resp, err := a.Webhooks.Do(req)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // without the URL, which may hold a token of the client's
+		}
+		return 0, "no answer: " + err.Error()
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // so that the connection is reused
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, "answered " + strconv.Itoa(resp.StatusCode)
+	}
+	return resp.StatusCode, ""
+}

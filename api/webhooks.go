@@ -1,0 +1,107 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/payments/payments/api/request"
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/problem"
+	"github.com/payments/payments/internal/webhook"
+)
+
+// createEndpoint registers a webhook endpoint (docs/contract.md §7). The endpoint, its
+// idempotency record and the answer (which alone shows the secret) commit together, as an
+// account's do; then its delivery workflow is started. If that start fails, the endpoint's
+// first event starts it (webhooks.Service.Wake), or the recovery pass does.
+func (s *Server) createEndpoint(c echo.Context) error {
+	ctx := c.Request().Context()
+	scope, err := idempotencyScope(c, idempotency.RouteEndpoints)
+	if err != nil {
+		return err
+	}
+	req, fp, err := request.DecodeEndpoint(body(c), ledger.EventTypes)
+	if err != nil {
+		return err
+	}
+	if _, err := s.WebhookURLs.Check(ctx, req.URL); err != nil {
+		return problem.Invalid("the webhook URL cannot be used", problem.FieldError{Field: "url", Message: err.Error()})
+	}
+
+	var answer idempotency.Response
+	var id string
+	replayed := false
+	err = pgx.BeginFunc(ctx, s.DB, func(tx pgx.Tx) error {
+		rec, created, err := idempotency.Claim(ctx, tx, scope, fp, ledger.NewID("we_"))
+		if err != nil {
+			return err
+		}
+		id = rec.ResourceID
+		if !created {
+			if rec.Response == nil { // cannot happen: the claim and the response commit together
+				return errors.New("webhook endpoint record without response")
+			}
+			answer, replayed = *rec.Response, true
+			return nil
+		}
+		e, err := ledger.CreateEndpoint(ctx, tx, owner(c), ledger.Endpoint{ID: id, URL: req.URL,
+			EventTypes: req.EventTypes, Secret: webhook.NewSecret()})
+		if err != nil {
+			return err
+		}
+		answer = jsonAnswer(http.StatusCreated, "/v1/webhook-endpoints/"+e.ID, e)
+		return idempotency.Complete(ctx, tx, scope, answer, s.TTL)
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.Webhooks.Start(ctx, id); err != nil {
+		s.Log.WarnContext(ctx, "starting a webhook delivery workflow failed; its first event will", "endpoint", id, "err", err)
+	}
+	return respond(c, answer, replayed)
+}
+
+func (s *Server) listEndpoints(c echo.Context) error {
+	es, err := s.Ledger.Endpoints(c.Request().Context(), owner(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"data": es})
+}
+
+func (s *Server) deleteEndpoint(c echo.Context) error {
+	if err := s.Webhooks.Delete(c.Request().Context(), owner(c), c.Param("id")); err != nil {
+		return notFound(err, "webhook endpoint")
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// listEvents is the events feed: the caller's events, oldest first, after the event `after`.
+func (s *Server) listEvents(c echo.Context) error {
+	limit := 50
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 200 {
+			return problem.Invalid("limit must be an integer from 1 to 200", problem.FieldError{Field: "limit", Message: "must be 1 to 200"})
+		}
+		limit = n
+	}
+	typ := c.QueryParam("type")
+	if typ != "" && !slices.Contains(ledger.EventTypes, typ) {
+		return problem.Invalid("type is not an event type", problem.FieldError{Field: "type", Message: "must be an event type"})
+	}
+	page, err := s.Ledger.Events(c.Request().Context(), owner(c), c.QueryParam("after"), typ, limit)
+	if errors.Is(err, ledger.ErrBadEventCursor) {
+		return problem.Invalid("after is not the id of one of your events", problem.FieldError{Field: "after", Message: "must be an event id from this feed"})
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, page)
+}

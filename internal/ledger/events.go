@@ -1,0 +1,190 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Types of event (docs/contract.md §7): one per state change of a transfer, payout or payin.
+const (
+	EventTransferCompleted = "transfer.completed"
+	EventTransferRejected  = "transfer.rejected"
+	EventTransferFailed    = "transfer.failed"
+	EventPayoutProcessing  = "payout.processing"
+	EventPayoutPaid        = "payout.paid"
+	EventPayoutFailed      = "payout.failed"
+	EventPayoutReturned    = "payout.returned"
+	EventPayinReceived     = "payin.received"
+	EventRefundCompleted   = "refund.completed"
+)
+
+// EventTypes are the types an event may have, in the contract's order.
+var EventTypes = []string{EventTransferCompleted, EventTransferRejected, EventTransferFailed,
+	EventPayoutProcessing, EventPayoutPaid, EventPayoutFailed, EventPayoutReturned, EventPayinReceived,
+	EventRefundCompleted}
+
+// Event is an event as the feed shows it and webhooks deliver it.
+type Event struct {
+	ID        string    `json:"id"`
+	Type      string    `json:"type"`
+	CreatedAt time.Time `json:"created_at"`
+	Data      struct {
+		Object json.RawMessage `json:"object"`
+	} `json:"data"`
+}
+
+// eventsLock is the key of the transaction-scoped advisory lock under which events take their
+// seq: held from then until commit, it makes seq order the order in which events commit.
+const eventsLock = 0x657674 // "evt"
+
+// change is an event a transaction appends: of type typ, about the object with id objectID
+// (shown as it is now), seen by the owners of accounts.
+type change struct {
+	typ      string
+	objectID string
+	object   any
+	accounts []string
+}
+
+// outbox collects the events of one transaction, written when it is about to commit.
+type outbox struct{ changes []change }
+
+func (o *outbox) add(typ, objectID string, object any, accounts ...string) {
+	o.changes = append(o.changes, change{typ, objectID, object, accounts})
+}
+
+// transferEvent records t's move to a final status.
+func (o *outbox) transfer(t Transfer) {
+	o.add("transfer."+string(t.Status), t.ID, t, t.FromAccountID, t.ToAccountID)
+}
+
+// payout records po's move to its current status (its money held, paid, failed, returned).
+func (o *outbox) payout(po Payout) {
+	o.add("payout."+string(po.Status), po.ID, po, po.AccountID)
+}
+
+// change runs f in a transaction (InTx) that appends the events f adds, last, just before it
+// commits; after the commit, the endpoints subscribed to them are woken (Wake).
+func (l *Ledger) change(ctx context.Context, f func(tx pgx.Tx, o *outbox) error) error {
+	var woken []string
+	err := l.InTx(ctx, func(tx pgx.Tx) error {
+		o := &outbox{}
+		if err := f(tx, o); err != nil {
+			return err
+		}
+		var err error
+		woken, err = flushEvents(ctx, tx, o)
+		return err
+	})
+	if err == nil && len(woken) > 0 && l.Wake != nil {
+		l.Wake(woken)
+	}
+	return err
+}
+
+// flushEvents writes o's events, whom each is for, and the deliveries they are due, and returns
+// the endpoints that got deliveries. It takes the events lock first: every statement after it
+// is an insert, so the lock is held for as short a time as commit allows.
+func flushEvents(ctx context.Context, tx pgx.Tx, o *outbox) ([]string, error) {
+	if len(o.changes) == 0 {
+		return nil, nil
+	}
+	var ids, types, objects []string
+	var bodies [][]byte
+	var accounts [][]string
+	now := UTC(time.Now())
+	for _, c := range o.changes {
+		obj, err := json.Marshal(c.object)
+		if err != nil {
+			return nil, fmt.Errorf("event %s of %s: %w", c.typ, c.objectID, err)
+		}
+		ev := Event{ID: NewID("evt_"), Type: c.typ, CreatedAt: now}
+		ev.Data.Object = obj
+		body, err := json.Marshal(ev)
+		if err != nil {
+			return nil, err
+		}
+		ids, types, objects, bodies = append(ids, ev.ID), append(types, c.typ), append(objects, c.objectID), append(bodies, body)
+		accounts = append(accounts, c.accounts)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, eventsLock); err != nil {
+		return nil, err
+	}
+	var woken []string
+	for i := range ids { // few per transaction: one, or two when a payout's hold and answer commit together
+		rows, err := tx.Query(ctx, `
+			WITH ev AS (
+				INSERT INTO events (seq, id, type, object_id, body, created_at)
+				VALUES (nextval('event_seq'), $1, $2, $3, $4, $5) RETURNING seq
+			), seen AS (
+				INSERT INTO event_owners (owner_id, event_seq, type)
+				SELECT DISTINCT a.owner_id, ev.seq, $2 FROM accounts a, ev
+				WHERE a.id = ANY($6) AND a.kind = 'customer'
+				RETURNING owner_id, event_seq
+			)
+			INSERT INTO webhook_deliveries (endpoint_id, event_seq)
+			SELECT w.id, seen.event_seq FROM webhook_endpoints w JOIN seen ON w.owner_id = seen.owner_id
+			WHERE w.deleted_at IS NULL AND (w.event_types @> ARRAY['*'] OR w.event_types @> ARRAY[$2::text])
+			RETURNING endpoint_id`, ids[i], types[i], objects[i], bodies[i], now, accounts[i])
+		if err != nil {
+			return nil, err
+		}
+		endpoints, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, err
+		}
+		woken = append(woken, endpoints...)
+	}
+	slices.Sort(woken)
+	return slices.Compact(woken), nil
+}
+
+// EventPage is a page of the events feed, oldest first.
+type EventPage struct {
+	Data       []json.RawMessage `json:"data"`
+	NextCursor *string           `json:"next_cursor"`
+}
+
+// ErrBadEventCursor is an `after` that names no event the caller can see.
+var ErrBadEventCursor = errors.New("after names no event of yours")
+
+// Events returns up to limit of ownerID's events that committed after the event after (from the
+// first when empty), of type typ when not empty, oldest first. NextCursor is the id of the last
+// one: the `after` to resume from. A page without events has none: resume with the same after.
+func (l *Ledger) Events(ctx context.Context, ownerID, after, typ string, limit int) (EventPage, error) {
+	var afterSeq int64
+	if after != "" {
+		err := l.DB.QueryRow(ctx, `SELECT e.seq FROM events e JOIN event_owners o ON o.event_seq = e.seq AND o.owner_id = $2
+			WHERE e.id = $1`, after, ownerID).Scan(&afterSeq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return EventPage{}, ErrBadEventCursor
+		}
+		if err != nil {
+			return EventPage{}, err
+		}
+	}
+	rows, err := l.DB.Query(ctx, `
+		SELECT e.id, e.body FROM event_owners o JOIN events e ON e.seq = o.event_seq
+		WHERE o.owner_id = $1 AND o.event_seq > $2 AND ($3 = '' OR o.type = $3)
+		ORDER BY o.event_seq LIMIT $4`, ownerID, afterSeq, typ, limit)
+	if err != nil {
+		return EventPage{}, err
+	}
+	defer rows.Close()
+	page := EventPage{Data: []json.RawMessage{}}
+	for rows.Next() {
+		var id string
+		var body []byte
+		if err := rows.Scan(&id, &body); err != nil {
+			return EventPage{}, err
+		}
+		page.Data, page.NextCursor = append(page.Data, body), &id
+	}
+	return page, rows.Err()
+}

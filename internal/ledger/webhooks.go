@@ -1,0 +1,134 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/payments/payments/internal/database"
+)
+
+// Endpoint is a client's webhook receiver as the API shows it. Its secret is shown once, in the
+// answer that created it (Secret is then set); Endpoint never reads it back.
+type Endpoint struct {
+	ID         string    `json:"id"`
+	URL        string    `json:"url"`
+	EventTypes []string  `json:"event_types"`
+	Secret     string    `json:"secret,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// CreateEndpoint records endpoint e of ownerID, with its secret, in tx (the transaction of the
+// request's idempotency record).
+func CreateEndpoint(ctx context.Context, tx database.Querier, ownerID string, e Endpoint) (Endpoint, error) {
+	err := tx.QueryRow(ctx, `INSERT INTO webhook_endpoints (id, owner_id, url, event_types, secret)
+		VALUES ($1, $2, $3, $4, $5) RETURNING created_at`, e.ID, ownerID, e.URL, e.EventTypes, e.Secret).Scan(&e.CreatedAt)
+	e.CreatedAt = UTC(e.CreatedAt)
+	return e, err
+}
+
+// Endpoints returns ownerID's endpoints that are not deleted, oldest first, without secrets.
+func (l *Ledger) Endpoints(ctx context.Context, ownerID string) ([]Endpoint, error) {
+	rows, err := l.DB.Query(ctx, `SELECT id, url, event_types, created_at FROM webhook_endpoints
+		WHERE owner_id = $1 AND deleted_at IS NULL ORDER BY created_at, id`, ownerID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Endpoint, error) {
+		var e Endpoint
+		err := row.Scan(&e.ID, &e.URL, &e.EventTypes, &e.CreatedAt)
+		e.CreatedAt = UTC(e.CreatedAt)
+		return e, err
+	})
+}
+
+// DeleteEndpoint deletes ownerID's endpoint id and cancels its pending deliveries, in one
+// transaction: no event is sent to it afterwards, except one its delivery workflow is sending
+// at that moment. ErrNotFound when ownerID has no such endpoint (or deleted it already).
+func (l *Ledger) DeleteEndpoint(ctx context.Context, ownerID, id string) error {
+	return l.InTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE webhook_endpoints SET deleted_at = now()
+			WHERE id = $1 AND owner_id = $2 AND deleted_at IS NULL`, id, ownerID)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		_, err = tx.Exec(ctx, `UPDATE webhook_deliveries SET status = 'canceled' WHERE endpoint_id = $1 AND status = 'pending'`, id)
+		return err
+	})
+}
+
+// Target is where an endpoint's deliveries go: what its delivery workflow needs.
+type Target struct {
+	ID      string
+	URL     string
+	Secret  string
+	Deleted bool
+}
+
+// Target returns endpoint id's URL and secret, and whether it was deleted.
+func (l *Ledger) Target(ctx context.Context, id string) (Target, error) {
+	t := Target{ID: id}
+	err := l.DB.QueryRow(ctx, `SELECT url, secret, deleted_at IS NOT NULL FROM webhook_endpoints WHERE id = $1`, id).
+		Scan(&t.URL, &t.Secret, &t.Deleted)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, ErrNotFound
+	}
+	return t, err
+}
+
+// Delivery is an event due to an endpoint.
+type Delivery struct {
+	Seq      int64
+	EventID  string
+	Type     string
+	Body     []byte
+	Attempts int
+}
+
+// PendingDeliveries returns up to limit of endpoint's pending deliveries, in the order their
+// events committed.
+func (l *Ledger) PendingDeliveries(ctx context.Context, endpoint string, limit int) ([]Delivery, error) {
+	rows, err := l.DB.Query(ctx, `
+		SELECT e.seq, e.id, e.type, e.body, d.attempts FROM webhook_deliveries d JOIN events e ON e.seq = d.event_seq
+		WHERE d.endpoint_id = $1 AND d.status = 'pending' ORDER BY d.event_seq LIMIT $2`, endpoint, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Delivery, error) {
+		var d Delivery
+		err := row.Scan(&d.Seq, &d.EventID, &d.Type, &d.Body, &d.Attempts)
+		return d, err
+	})
+}
+
+// RecordAttempt records one attempt to deliver event seq to endpoint: delivered (a 2xx), or not,
+// with the HTTP status (0 when none came) and what went wrong. A delivery canceled meanwhile
+// (its endpoint deleted) stays canceled.
+func (l *Ledger) RecordAttempt(ctx context.Context, endpoint string, seq int64, delivered bool, status int, problem string) error {
+	_, err := l.DB.Exec(ctx, `UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = NULLIF($4, 0),
+			last_error = NULLIF($5, ''),
+			status = CASE WHEN $3 THEN 'delivered' ELSE status END,
+			delivered_at = CASE WHEN $3 THEN now() END
+		WHERE endpoint_id = $1 AND event_seq = $2 AND status = 'pending'`, endpoint, seq, delivered, status, problem)
+	return err
+}
+
+// EndpointsBehind returns the endpoints, not deleted, with a delivery pending since longer than
+// olderThan: those whose workflow the recovery pass makes sure is running.
+func (l *Ledger) EndpointsBehind(ctx context.Context, olderThan time.Duration) ([]string, error) {
+	rows, err := l.DB.Query(ctx, `
+		SELECT w.id FROM webhook_endpoints w
+		WHERE w.deleted_at IS NULL AND EXISTS (
+			SELECT 1 FROM webhook_deliveries d JOIN events e ON e.seq = d.event_seq
+			WHERE d.endpoint_id = w.id AND d.status = 'pending' AND e.created_at < now() - $1::interval)
+		ORDER BY w.id`, olderThan)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}

@@ -1,0 +1,347 @@
+package webhooks_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/webhooks"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	env, err = testenv.Start(context.Background(), "payments_test_webhooks", testenv.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test environment:", err)
+		os.Exit(1)
+	}
+	os.Exit(testenv.Run(m, env))
+}
+
+// received is one delivery as a receiver saw it.
+type received struct {
+	id, typ string
+	body    []byte
+}
+
+// receiver is a client's webhook endpoint on loopback. It verifies each delivery's signature
+// with its own reading of the contract (not package webhook's), and answers with answer(n) for
+// the n-th request (from 1), or 200.
+type receiver struct {
+	srv    *httptest.Server
+	answer func(n int) int
+	delay  time.Duration // before answering
+
+	mu      sync.Mutex
+	secret  string
+	n       int
+	got     []received
+	badSigs []string
+}
+
+func newReceiver(t *testing.T, answer func(n int) int) *receiver {
+	r := &receiver{answer: answer}
+	r.srv = httptest.NewServer(http.HandlerFunc(r.serve)) // 127.0.0.1
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	r.mu.Lock()
+	r.n++
+	n, secret, delay := r.n, r.secret, r.delay
+	r.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	status := http.StatusOK
+	if r.answer != nil {
+		status = r.answer(n)
+	}
+	var ev struct{ ID, Type string }
+	_ = json.Unmarshal(body, &ev)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if problem := verify(secret, req.Header.Get("Payments-Signature"), body, time.Now()); problem != "" {
+		r.badSigs = append(r.badSigs, problem)
+	}
+	if got := req.Header.Get("Payments-Event-Id"); got != ev.ID {
+		r.badSigs = append(r.badSigs, fmt.Sprintf("Payments-Event-Id %q, body id %q", got, ev.ID))
+	}
+	if status >= 200 && status < 300 {
+		r.got = append(r.got, received{ev.ID, ev.Type, body})
+	}
+	w.WriteHeader(status)
+}
+
+// verify checks a Payments-Signature header as docs/contract.md §7 states it, written from
+// the text alone: t=<unix>,v1=<hex HMAC-SHA256(secret, "<t>." + body)>, within 5 minutes.
+func verify(secret, header string, body []byte, now time.Time) string {
+	var t string
+	var sigs []string
+	for _, part := range strings.Split(header, ",") {
+		k, v, _ := strings.Cut(part, "=")
+		switch k {
+		case "t":
+			t = v
+		case "v1":
+			sigs = append(sigs, v)
+		}
+	}
+	unix, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || len(sigs) == 0 {
+		return "malformed signature header " + header
+	}
+	if d := now.Sub(time.Unix(unix, 0)); d > 5*time.Minute || d < -5*time.Minute {
+		return "signature time off by " + d.String()
+	}
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(t + "."))
+	mac.Write(body)
+	want := hex.EncodeToString(mac.Sum(nil))
+	for _, s := range sigs {
+		if hmac.Equal([]byte(s), []byte(want)) {
+			return ""
+		}
+	}
+	return "no signature matches: " + header
+}
+
+func (r *receiver) delivered() []received {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]received(nil), r.got...)
+}
+
+func (r *receiver) requests() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
+}
+
+// subscribe registers r for apiKey's events of types on api and returns the endpoint's id.
+func (r *receiver) subscribe(t *testing.T, api *testenv.Env, apiKey string, types ...string) string {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"url": r.srv.URL + "/hooks", "event_types": types})
+	resp := api.Do(t, "POST", "/v1/webhook-endpoints", apiKey, "we-"+t.Name()+r.srv.URL, string(b))
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("POST /v1/webhook-endpoints: %d %s", resp.Status, resp.Body)
+	}
+	ep := resp.JSON(t)
+	r.mu.Lock()
+	r.secret = ep["secret"].(string)
+	r.mu.Unlock()
+	return ep["id"].(string)
+}
+
+// feed reads apiKey's whole events feed, page by page of limit.
+func feed(t *testing.T, apiKey, typ string, limit int) []map[string]any {
+	t.Helper()
+	var all []map[string]any
+	after := ""
+	for {
+		path := fmt.Sprintf("/v1/events?limit=%d&type=%s&after=%s", limit, typ, after)
+		resp := env.Do(t, "GET", path, apiKey, "", "")
+		if resp.Status != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, resp.Status, resp.Body)
+		}
+		var page struct {
+			Data       []map[string]any
+			NextCursor *string `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(resp.Body, &page); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, page.Data...)
+		if page.NextCursor == nil {
+			return all
+		}
+		after = *page.NextCursor
+	}
+}
+
+func transfer(t *testing.T, apiKey, idem, from, to string, amount int64) string {
+	t.Helper()
+	r := env.Do(t, "POST", "/v1/transfers", apiKey, idem, testenv.TransferBody(from, to, amount))
+	if r.Status != http.StatusCreated && r.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("transfer %s: %d %s", idem, r.Status, r.Body)
+	}
+	if r.Status == http.StatusUnprocessableEntity {
+		return r.JSON(t)["transfer_id"].(string)
+	}
+	return r.JSON(t)["id"].(string)
+}
+
+// TestEventsAreSignedDeliveredAndInTheFeed: every transfer's event reaches the endpoint signed
+// with its secret, byte for byte what the feed shows, in the order they committed; the other
+// owner's endpoint gets its own side's events only; a rejected transfer's event goes only to a
+// subscriber of its type.
+func TestEventsAreSignedDeliveredAndInTheFeed(t *testing.T) {
+	_, alice := env.Owner(t)
+	_, bob := env.Owner(t)
+	a, b := env.Account(t, alice, "USD"), env.Account(t, bob, "USD")
+	env.Fund(t, a, 1_000)
+	all, completedOnly := newReceiver(t, nil), newReceiver(t, nil)
+	all.subscribe(t, env, alice, "*")
+	completedOnly.subscribe(t, env, bob, "transfer.completed")
+
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, transfer(t, alice, fmt.Sprintf("%s-%d", t.Name(), i), a, b, 100))
+	}
+	rejected := transfer(t, alice, t.Name()+"-too-much", a, b, 1_000_000)
+
+	// alice: the deposit (funding → a), before her endpoint, then five completed, one rejected.
+	testenv.WaitFor(t, "alice's 6 events delivered", func() bool { return len(all.delivered()) >= 6 })
+	testenv.WaitFor(t, "bob's 5 events delivered", func() bool { return len(completedOnly.delivered()) >= 5 })
+	events := feed(t, alice, "", 2)
+	if len(events) != 7 {
+		t.Fatalf("alice's feed has %d events, want 7: %v", len(events), events)
+	}
+	got := all.delivered()
+	if len(got) != 6 {
+		t.Fatalf("alice's endpoint got %d deliveries, want 6 (no duplicates on a healthy endpoint)", len(got))
+	}
+	for i, ev := range events[1:] {
+		body, _ := json.Marshal(ev)
+		if got[i].id != ev["id"] || !jsonEqual(got[i].body, body) {
+			t.Errorf("delivery %d is %s, the feed's event %d is %s", i, got[i].body, i, body)
+		}
+	}
+	for i, id := range ids {
+		obj := events[i+1]["data"].(map[string]any)["object"].(map[string]any)
+		if events[i+1]["type"] != "transfer.completed" || obj["id"] != id || obj["status"] != "completed" {
+			t.Errorf("event %d: %v, want transfer.completed of %s", i+1, events[i+1], id)
+		}
+	}
+	last := events[6]
+	if last["type"] != "transfer.rejected" || last["data"].(map[string]any)["object"].(map[string]any)["id"] != rejected {
+		t.Errorf("last event %v, want transfer.rejected of %s", last, rejected)
+	}
+	if bobs := feed(t, bob, "", 50); len(bobs) != 6 { // bob sees both sides: the completed five and the rejected one
+		t.Errorf("bob's feed has %d events, want 6", len(bobs))
+	}
+	for _, d := range completedOnly.delivered() {
+		if d.typ != "transfer.completed" {
+			t.Errorf("bob's endpoint subscribed to transfer.completed got %s", d.typ)
+		}
+	}
+	if n := len(feed(t, alice, "transfer.rejected", 50)); n != 1 {
+		t.Errorf("alice's feed of type transfer.rejected has %d events, want 1", n)
+	}
+	for _, r := range []*receiver{all, completedOnly} {
+		if len(r.badSigs) > 0 {
+			t.Errorf("signatures that do not verify: %v", r.badSigs)
+		}
+	}
+	env.Reconcile(t)
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xs, _ := json.Marshal(x)
+	ys, _ := json.Marshal(y)
+	return string(xs) == string(ys)
+}
+
+// TestFlakyReceiverGetsEveryEvent: a receiver that answers 500 for its first requests, then 200,
+// gets every event, in commit order, and any event twice only with the same id.
+func TestFlakyReceiverGetsEveryEvent(t *testing.T) {
+	_, alice := env.Owner(t)
+	accs := env.FundedAccounts(t, alice, 2, 10_000)
+	r := newReceiver(t, func(n int) int {
+		if n <= 4 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	endpoint := r.subscribe(t, env, alice, "transfer.completed")
+	for i := range 20 {
+		transfer(t, alice, fmt.Sprintf("%s-%d", t.Name(), i), accs[i%2], accs[1-i%2], 10)
+	}
+	events := feed(t, alice, "transfer.completed", 50)
+	if len(events) != 22 { // the two deposits and the twenty transfers
+		t.Fatalf("feed: %d transfer.completed events, want 22", len(events))
+	}
+	testenv.WaitFor(t, "every event delivered", func() bool { return len(distinct(r.delivered())) == 20 })
+	got := r.delivered()
+	if len(got) != 20 {
+		t.Errorf("%d deliveries of 20 events: a 500 must not count as delivered, a 200 must not be sent again", len(got))
+	}
+	events = events[2:] // the deposits came before the endpoint
+	for i, d := range distinct(got) {
+		if d != events[i]["id"] {
+			t.Errorf("delivery %d is %s, want %s: the endpoint's events arrive in commit order", i, d, events[i]["id"])
+		}
+	}
+	if r.requests() < 24 {
+		t.Errorf("the receiver saw %d requests: the 4 failed attempts were not all made", r.requests())
+	}
+	// The run is still going, back to 200, and says so in the UI.
+	if info := describe(t, endpoint); info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Errorf("delivery run %s, want running", info.GetStatus())
+	}
+	testenv.WaitFor(t, "WebhookStatus back to 200 after a 500 on a transfer.completed", func() bool {
+		info := describe(t, endpoint)
+		return attr[int64](info, "WebhookStatus") == 200 && attr[string](info, "WebhookEventType") == "transfer.completed"
+	})
+	if n := env.Count(t, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'delivered'`, endpoint); n != 20 {
+		t.Errorf("%d deliveries recorded delivered, want 20", n)
+	}
+	env.Reconcile(t)
+}
+
+// describe is the latest run of endpoint's delivery workflow.
+func describe(t *testing.T, endpoint string) *workflowpb.WorkflowExecutionInfo {
+	t.Helper()
+	d, err := env.Temporal.DescribeWorkflowExecution(context.Background(), webhooks.WorkflowID(endpoint), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.GetWorkflowExecutionInfo()
+}
+
+// attr is the value of a run's search attribute name, or T's zero value.
+func attr[T any](info *workflowpb.WorkflowExecutionInfo, name string) T {
+	var v T
+	if p := info.GetSearchAttributes().GetIndexedFields()[name]; p != nil {
+		_ = converter.GetDefaultDataConverter().FromPayload(p, &v)
+	}
+	return v
+}
+
+// distinct is the event ids of ds in the order first seen.
+func distinct(ds []received) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range ds {
+		if !seen[d.id] {
+			seen[d.id] = true
+			out = append(out, d.id)
+		}
+	}
+	return out
+}

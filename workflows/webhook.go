@@ -1,0 +1,153 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/payments/payments/activities"
+)
+
+// WebhookInput is what an endpoint's delivery workflow takes: the endpoint, how long an event
+// the endpoint does not take is tried again before the run gives up, and, carried across
+// continue-as-new, since when the event it is stuck on has been failing.
+type WebhookInput struct {
+	EndpointID   string
+	RetryFor     activities.Duration
+	FailingSince time.Time
+	Attempt      int
+}
+
+// Search attributes of a delivery workflow: its endpoint, and the event type and HTTP status of
+// its latest attempt that did not deliver (0: no answer; 200 again once it delivers).
+var (
+	WebhookEndpoint  = temporal.NewSearchAttributeKeyKeyword("WebhookEndpoint")
+	WebhookEventType = temporal.NewSearchAttributeKeyKeyword("WebhookEventType")
+	WebhookStatus    = temporal.NewSearchAttributeKeyInt64("WebhookStatus")
+)
+
+// WakeSignal tells a delivery workflow that new events wait for it.
+const WakeSignal = "wake"
+
+// ErrTypeGaveUp is a delivery run that tried an event for RetryFor without the endpoint taking
+// it: `payments rerun failed` starts it again, from that event.
+const ErrTypeGaveUp = "WebhookGaveUp"
+
+// DefaultWebhookRetryFor is PAYMENTS_WEBHOOK_RETRY_FOR's default.
+const DefaultWebhookRetryFor = 72 * time.Hour
+
+// webhookBatchesPerRun bounds a run's history: it continues as new after that many batches.
+const webhookBatchesPerRun = 200
+
+// WebhookDelivery delivers one endpoint's events, in the order they committed, for as long as the
+// endpoint exists (workflow ID webhook-delivery/<endpoint id>). It drains the endpoint's outbox
+// in PostgreSQL a batch per activity, then sleeps until a wake signal. When the endpoint does not
+// take an event, the run tries that event again after 1 s, 2 s, 4 s, … (at most an hour apart),
+// each attempt an activity and each wait a timer in the history, with the search attributes
+// saying which event type and what status; after RetryFor it fails, and the events behind it
+// wait, kept in PostgreSQL, for `payments rerun failed`. Deleting the endpoint cancels the run.
+func WebhookDelivery(ctx workflow.Context, in WebhookInput) error {
+	var a *activities.Activities
+	wake := workflow.GetSignalChannel(ctx, WakeSignal)
+	retryFor := time.Duration(in.RetryFor)
+	if retryFor <= 0 {
+		retryFor = DefaultWebhookRetryFor
+	}
+	for range webhookBatchesPerRun {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 30 * time.Minute,
+			HeartbeatTimeout:    2 * time.Minute,
+			// Only the ledger being unreachable fails the activity: try again, for as long as it takes.
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
+			Summary:     deliverySummary(in),
+		})
+		var b activities.WebhookBatch
+		if err := workflow.ExecuteActivity(actx, a.DeliverWebhooks, in.EndpointID).Get(ctx, &b); err != nil {
+			return err
+		}
+		if b.Deleted {
+			return nil
+		}
+		if b.Failed != nil {
+			if err := retryLater(ctx, &in, *b.Failed, retryFor); err != nil {
+				return err
+			}
+			continue
+		}
+		if in.Attempt > 0 { // it delivered again
+			in.FailingSince, in.Attempt = time.Time{}, 0
+			_ = workflow.UpsertTypedSearchAttributes(ctx, WebhookStatus.ValueSet(200))
+		}
+		if woken := drain(wake); b.More || woken {
+			continue
+		}
+		if err := sleepUntilWoken(ctx, wake); err != nil {
+			return err
+		}
+	}
+	drain(wake) // the next run reads the outbox first: a wake now is not lost
+	return workflow.NewContinueAsNewError(ctx, WebhookDelivery, in)
+}
+
+// retryLater records an attempt that did not deliver and waits before the next one, or gives up
+// when the event has been failing for retryFor.
+func retryLater(ctx workflow.Context, in *WebhookInput, f activities.WebhookAttempt, retryFor time.Duration) error {
+	now := workflow.Now(ctx)
+	if in.FailingSince.IsZero() {
+		in.FailingSince = now
+	}
+	in.Attempt++
+	_ = workflow.UpsertTypedSearchAttributes(ctx, WebhookEventType.ValueSet(f.EventType), WebhookStatus.ValueSet(int64(f.Status)))
+	left := retryFor - now.Sub(in.FailingSince)
+	if left <= 0 {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"gave up delivering %s (%s) to %s after %d attempts over %s: %s", f.EventID, f.EventType, in.EndpointID,
+			f.Attempts, retryFor, f.Error), ErrTypeGaveUp, nil)
+	}
+	wait := min(WebhookBackoff(in.Attempt), left)
+	return workflow.NewTimerWithOptions(ctx, wait, workflow.TimerOptions{
+		Summary: fmt.Sprintf("%s not delivered (%s); next attempt in %s", f.EventID, f.Error, wait),
+	}).Get(ctx, nil)
+}
+
+// WebhookBackoff is the wait before attempt n+1 of an event that attempt n did not deliver:
+// 1 s, 2 s, 4 s, … at most an hour.
+func WebhookBackoff(n int) time.Duration {
+	if n > 12 {
+		return time.Hour
+	}
+	return min(time.Second<<max(n-1, 0), time.Hour)
+}
+
+// drain takes every wake signal waiting and reports whether there was one.
+func drain(wake workflow.ReceiveChannel) bool {
+	woken := false
+	for wake.ReceiveAsync(nil) {
+		woken = true
+	}
+	return woken
+}
+
+// sleepUntilWoken waits for a wake signal, or for the run to be canceled (its endpoint deleted).
+func sleepUntilWoken(ctx workflow.Context, wake workflow.ReceiveChannel) error {
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(wake, func(c workflow.ReceiveChannel, _ bool) { drain(c) })
+	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+	sel.Select(ctx)
+	return ctx.Err()
+}
+
+func deliverySummary(in WebhookInput) string {
+	if in.Attempt == 0 {
+		return "deliver pending events to " + in.EndpointID
+	}
+	return fmt.Sprintf("attempt %d at %s's oldest pending event, failing since %s", in.Attempt+1, in.EndpointID,
+		in.FailingSince.UTC().Format(time.RFC3339))
+}
+
+// WebhookSearchAttributes are the attributes a delivery workflow starts with.
+func WebhookSearchAttributes(endpointID string) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(WebhookEndpoint.ValueSet(endpointID))
+}
