@@ -39,12 +39,12 @@ func WorkflowID(endpointID string) string { return "webhook-delivery/" + endpoin
 // run again, by `payments rerun failed`; one that ended because the endpoint was deleted may not.
 func (s *Service) Options(endpointID string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
-		ID:                                       WorkflowID(endpointID),
-		TaskQueue:                                workflows.TaskQueue,
-		WorkflowIDReusePolicy:                    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-		WorkflowIDConflictPolicy:                 enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:                    workflows.WebhookSearchAttributes(endpointID),
-		StaticSummary:                            "webhook deliveries to endpoint " + endpointID,
+		ID:                       WorkflowID(endpointID),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes:    workflows.WebhookSearchAttributes(endpointID),
+		StaticSummary:            "webhook deliveries to endpoint " + endpointID,
 	}
 }
 
