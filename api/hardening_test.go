@@ -280,6 +280,9 @@ func FuzzAPI(f *testing.F) {
 	f.Add(uint8(2), "%00", "", "")
 	f.Add(uint8(3), "FROM", "", "")
 	f.Add(uint8(0), "", "\u00a0", `{"amount_minor":1e400}`)
+	f.Add(uint8(5), "", "k-3", `{"url":"http://127.0.0.1:9/h","event_types":["*"]}`)
+	f.Add(uint8(5), "", "k-4", `{"url":"http://127.0.0.1:9/h","event_types":["transfer.completed","x"]}`)
+	f.Add(uint8(6), "evt_x", "2", "transfer.completed")
 	ownerID, key, from, to := "", "", "", ""
 	f.Fuzz(func(t *testing.T, kind uint8, id, idem, body string) {
 		if ownerID == "" {
@@ -288,9 +291,13 @@ func FuzzAPI(f *testing.F) {
 		body = strings.NewReplacer("FROM", from, "TO", to).Replace(body)
 		id = "i" + strings.NewReplacer("FROM", from, "TO", to).Replace(id) // a path segment is never empty
 		method, path := "POST", "/v1/transfers"
-		switch kind % 5 {
+		switch kind % 7 {
 		case 1:
 			path = "/v1/accounts"
+		case 5:
+			path = "/v1/webhook-endpoints"
+		case 6:
+			method, path = "GET", "/v1/events?after="+url.QueryEscape(id)+"&limit="+url.QueryEscape(idem)+"&type="+url.QueryEscape(body)
 		case 2:
 			method, path = "GET", "/v1/transfers/"+pathSegment(id)
 		case 3:
@@ -324,6 +331,9 @@ func checkOneRequest(t *testing.T, ownerID, key, method, path, idem, body string
 	route := idempotency.RouteTransfers
 	if strings.HasPrefix(path, "/v1/accounts") {
 		route = idempotency.RouteAccounts
+	}
+	if strings.HasPrefix(path, "/v1/webhook-endpoints") {
+		route = idempotency.RouteEndpoints
 	}
 	parsed, keyErr := idempotency.ParseKey(req.Header.Values("Idempotency-Key"))
 	before := 0

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/payments/payments/internal/runs"
 	"github.com/payments/payments/internal/testenv"
 	"github.com/payments/payments/webhooks"
 )
@@ -58,7 +60,7 @@ type receiver struct {
 	badSigs []string
 }
 
-func newReceiver(t *testing.T, answer func(n int) int) *receiver {
+func newReceiver(t testing.TB, answer func(n int) int) *receiver {
 	r := &receiver{answer: answer}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve)) // 127.0.0.1
 	t.Cleanup(r.srv.Close)
@@ -100,7 +102,7 @@ func verify(secret, header string, body []byte, now time.Time) string {
 	var t string
 	var sigs []string
 	for _, part := range strings.Split(header, ",") {
-		k, v, _ := strings.Cut(part, "=")
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
 		switch k {
 		case "t":
 			t = v
@@ -140,7 +142,7 @@ func (r *receiver) requests() int {
 }
 
 // subscribe registers r for apiKey's events of types on api and returns the endpoint's id.
-func (r *receiver) subscribe(t *testing.T, api *testenv.Env, apiKey string, types ...string) string {
+func (r *receiver) subscribe(t testing.TB, api *testenv.Env, apiKey string, types ...string) string {
 	t.Helper()
 	b, _ := json.Marshal(map[string]any{"url": r.srv.URL + "/hooks", "event_types": types})
 	resp := api.Do(t, "POST", "/v1/webhook-endpoints", apiKey, "we-"+t.Name()+r.srv.URL, string(b))
@@ -344,4 +346,228 @@ func distinct(ds []received) []string {
 		}
 	}
 	return out
+}
+
+// TestDeadEndpointGivesUpVisiblyAndIsRerun: an endpoint that never answers in time is tried a
+// bounded number of times over PAYMENTS_WEBHOOK_RETRY_FOR, its run then fails saying why (and the
+// search attributes say which event type and that no answer came), the event stays pending,
+// and `payments rerun failed` (RerunFailed) delivers it once the endpoint answers.
+func TestDeadEndpointGivesUpVisiblyAndIsRerun(t *testing.T) {
+	api := env.With(t, testenv.Options{WebhookRetryFor: 3 * time.Second}) // the Env's worker times an attempt out after 2 s
+	_, alice := env.Owner(t)
+	accs := env.FundedAccounts(t, alice, 2, 1_000)
+	r := newReceiver(t, nil)
+	r.mu.Lock()
+	r.delay = 3 * time.Second
+	r.mu.Unlock()
+	endpoint := r.subscribe(t, api, alice, "transfer.completed")
+	id := transfer(t, alice, t.Name(), accs[0], accs[1], 10)
+
+	testenv.WaitFor(t, "the delivery run to give up", func() bool {
+		return describe(t, endpoint).GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_FAILED
+	})
+	info := describe(t, endpoint)
+	if typ, status := attr[string](info, "WebhookEventType"), attr[int64](info, "WebhookStatus"); typ != "transfer.completed" || status != 0 {
+		t.Errorf("search attributes WebhookEventType %q, WebhookStatus %d; want transfer.completed, 0 (no answer)", typ, status)
+	}
+	var attempts int
+	var lastError string
+	if err := env.DB.QueryRow(context.Background(), `SELECT attempts, last_error FROM webhook_deliveries
+		WHERE endpoint_id = $1 AND status = 'pending'`, endpoint).Scan(&attempts, &lastError); err != nil {
+		t.Fatalf("the undelivered event is not pending: %v", err)
+	}
+	// One attempt (2 s), a wait of 1 s, a second attempt: then 3 s have gone by.
+	if attempts < 2 || attempts > 3 || !strings.Contains(lastError, "no answer") {
+		t.Errorf("%d attempts, last error %q; want 2 or 3 bounded attempts that got no answer", attempts, lastError)
+	}
+	if env.Balance(t, accs[1]) != 1_010 {
+		t.Errorf("the transfer's money: %d", env.Balance(t, accs[1]))
+	}
+
+	r.mu.Lock()
+	r.delay = 0
+	r.mu.Unlock()
+	svc := &webhooks.Service{Ledger: env.Ledger, Temporal: env.Temporal, RetryFor: time.Hour}
+	var reruns []string
+	if err := svc.RerunFailed(context.Background(), time.Time{}, func(r runs.Rerun) {
+		reruns = append(reruns, r.WorkflowID+" "+r.Outcome)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(reruns, webhooks.WorkflowID(endpoint)+" started") {
+		t.Fatalf("rerun failed: %v, want %s started", reruns, webhooks.WorkflowID(endpoint))
+	}
+	testenv.WaitFor(t, "the event delivered after the rerun", func() bool {
+		return env.Count(t, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'delivered'`, endpoint) == 1
+	})
+	for _, d := range r.delivered() { // the late answers of the attempts that timed out count too: same event
+		var ev struct{ Data struct{ Object struct{ ID string } } }
+		_ = json.Unmarshal(d.body, &ev)
+		if d.typ != "transfer.completed" || ev.Data.Object.ID != id {
+			t.Errorf("delivered %s of %s, want the one transfer.completed of %s", d.typ, ev.Data.Object.ID, id)
+		}
+	}
+	if ids := distinct(r.delivered()); len(ids) != 1 {
+		t.Errorf("the receiver got events %v, want one event, however often", ids)
+	}
+}
+
+// TestDeletedEndpointStops: deleting an endpoint cancels its pending deliveries and its run,
+// and later events are not queued for it.
+func TestDeletedEndpointStops(t *testing.T) {
+	_, alice := env.Owner(t)
+	accs := env.FundedAccounts(t, alice, 2, 1_000)
+	r := newReceiver(t, func(int) int { return http.StatusServiceUnavailable })
+	endpoint := r.subscribe(t, env, alice, "*")
+	transfer(t, alice, t.Name()+"-1", accs[0], accs[1], 10)
+	testenv.WaitFor(t, "a second attempt", func() bool { return r.requests() >= 2 })
+
+	if resp := env.Do(t, "DELETE", "/v1/webhook-endpoints/"+endpoint, alice, "", ""); resp.Status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", resp.Status, resp.Body)
+	}
+	testenv.WaitFor(t, "the delivery run canceled", func() bool {
+		return describe(t, endpoint).GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_CANCELED
+	})
+	seen := r.requests()
+	transfer(t, alice, t.Name()+"-2", accs[1], accs[0], 10)
+	if n := env.Count(t, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1 AND status <> 'canceled'`, endpoint); n != 0 {
+		t.Errorf("%d deliveries of the deleted endpoint not canceled", n)
+	}
+	if resp := env.Do(t, "DELETE", "/v1/webhook-endpoints/"+endpoint, alice, "", ""); resp.Status != http.StatusNotFound {
+		t.Errorf("DELETE again: %d, want 404", resp.Status)
+	}
+	if resp := env.Do(t, "GET", "/v1/webhook-endpoints", alice, "", ""); strings.Contains(string(resp.Body), endpoint) {
+		t.Errorf("the deleted endpoint is still listed: %s", resp.Body)
+	}
+	if r.requests() != seen {
+		t.Errorf("the deleted endpoint got %d more requests", r.requests()-seen)
+	}
+}
+
+// TestEndpointRequestsAreCheckedAndIdempotent: unsafe URLs are refused when insecure URLs are
+// off (loopback only is tried: nothing else is ever a target here), bad bodies are refused,
+// nothing is stored for either, and a retried creation replays the first answer, secret and all.
+func TestEndpointRequestsAreCheckedAndIdempotent(t *testing.T) {
+	secure := env.With(t, testenv.Options{WebhookSecure: true})
+	owner, alice := env.Owner(t)
+	for i, body := range []string{
+		`{"url":"http://127.0.0.1:9/hooks","event_types":["*"]}`,
+		`{"url":"https://127.0.0.1:9/hooks","event_types":["*"]}`,
+		`{"url":"https://localhost:9/hooks","event_types":["*"]}`,
+		`{"url":"https://[::1]:9/hooks","event_types":["*"]}`,
+		`{"url":"https://user:pw@127.0.0.1:9/hooks","event_types":["*"]}`,
+	} {
+		resp := secure.Do(t, "POST", "/v1/webhook-endpoints", alice, fmt.Sprintf("%s-url-%d", t.Name(), i), body)
+		if resp.Status != http.StatusBadRequest || !strings.Contains(string(resp.Body), `"field":"url"`) {
+			t.Errorf("%s: %d %s, want 400 naming url", body, resp.Status, resp.Body)
+		}
+	}
+	for i, body := range []string{
+		`{"url":"http://127.0.0.1:9/hooks","event_types":[]}`,
+		`{"url":"http://127.0.0.1:9/hooks","event_types":["transfer.done"]}`,
+		`{"url":"http://127.0.0.1:9/hooks","event_types":["*","payout.paid"]}`,
+		`{"url":"http://127.0.0.1:9/hooks","event_types":["payout.paid","payout.paid"]}`,
+		`{"url":"","event_types":["*"]}`,
+		`{"url":"http://127.0.0.1:9/hooks","event_types":["*"],"secret":"mine"}`,
+	} {
+		resp := env.Do(t, "POST", "/v1/webhook-endpoints", alice, fmt.Sprintf("%s-body-%d", t.Name(), i), body)
+		if resp.Status != http.StatusBadRequest {
+			t.Errorf("%s: %d %s, want 400", body, resp.Status, resp.Body)
+		}
+	}
+	if n := env.Count(t, `SELECT count(*) FROM webhook_endpoints WHERE owner_id = $1`, owner) +
+		env.Count(t, `SELECT count(*) FROM idempotency_records WHERE owner_id = $1`, owner); n != 0 {
+		t.Fatalf("refused requests stored %d rows", n)
+	}
+
+	body := `{"url":"http://127.0.0.1:9/hooks","event_types":["payout.paid"]}`
+	first := env.Do(t, "POST", "/v1/webhook-endpoints", alice, t.Name(), body)
+	again := env.Do(t, "POST", "/v1/webhook-endpoints", alice, t.Name(), body)
+	if first.Status != http.StatusCreated || again.Status != http.StatusCreated || string(first.Body) != string(again.Body) ||
+		again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retried creation: %d %s, then %d %s", first.Status, first.Body, again.Status, again.Body)
+	}
+	if other := env.Do(t, "POST", "/v1/webhook-endpoints", alice, t.Name(), `{"url":"http://127.0.0.1:9/other","event_types":["payout.paid"]}`); other.Status != http.StatusUnprocessableEntity {
+		t.Errorf("same key, other body: %d %s, want 422", other.Status, other.Body)
+	}
+	list := env.Do(t, "GET", "/v1/webhook-endpoints", alice, "", "")
+	if strings.Contains(string(list.Body), "whsec_") || !strings.Contains(string(list.Body), first.JSON(t)["id"].(string)) {
+		t.Errorf("GET /v1/webhook-endpoints: %s (one endpoint, no secret)", list.Body)
+	}
+	if n := env.Count(t, `SELECT count(*) FROM webhook_endpoints WHERE owner_id = $1`, owner); n != 1 {
+		t.Errorf("%d endpoints, want 1", n)
+	}
+}
+
+// TestFeedQueriesAreChecked: a bad limit, type or cursor is a 400; another owner's event is not
+// a cursor; an owner without events reads an empty page.
+func TestFeedQueriesAreChecked(t *testing.T) {
+	_, alice := env.Owner(t)
+	_, bob := env.Owner(t)
+	env.FundedAccounts(t, bob, 1, 5)
+	theirs := feed(t, bob, "", 10)[0]["id"].(string)
+	for _, q := range []string{"limit=0", "limit=201", "limit=x", "type=transfer.done", "after=" + theirs, "after=evt_nope"} {
+		if resp := env.Do(t, "GET", "/v1/events?"+q, alice, "", ""); resp.Status != http.StatusBadRequest {
+			t.Errorf("GET /v1/events?%s: %d %s, want 400", q, resp.Status, resp.Body)
+		}
+	}
+	resp := env.Do(t, "GET", "/v1/events", alice, "", "")
+	if resp.Status != http.StatusOK || strings.TrimSpace(string(resp.Body)) != `{"data":[],"next_cursor":null}` {
+		t.Errorf("an empty feed: %d %s", resp.Status, resp.Body)
+	}
+}
+
+// TestThousandTransfersInCommitOrderPerAccount: 1,000 transfers sent concurrently among four
+// accounts give 1,000 transfer.completed events in the feed, and each account's events come in
+// the order its entries were written (the order its postings committed).
+func TestThousandTransfersInCommitOrderPerAccount(t *testing.T) {
+	_, alice := env.Owner(t)
+	accs := env.FundedAccounts(t, alice, 4, 1_000_000)
+	const n, clients = 1000, 8
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := c; i < n; i += clients {
+				from, to := i%4, (i/4+1+i)%4
+				if from == to {
+					to = (to + 1) % 4
+				}
+				r := env.Do(t, "POST", "/v1/transfers", alice, fmt.Sprintf("%s-%d", t.Name(), i), testenv.TransferBody(accs[from], accs[to], 1))
+				if r.Status != http.StatusCreated {
+					t.Errorf("transfer %d: %d %s", i, r.Status, r.Body)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	events := feed(t, alice, "transfer.completed", 200)
+	if len(events) != n+4 { // and the four deposits
+		t.Fatalf("%d transfer.completed events, want %d", len(events), n+4)
+	}
+	inFeed := map[string][]string{}
+	for _, ev := range events {
+		obj := ev["data"].(map[string]any)["object"].(map[string]any)
+		for _, side := range []string{"from_account_id", "to_account_id"} {
+			acc := obj[side].(string)
+			inFeed[acc] = append(inFeed[acc], obj["id"].(string))
+		}
+	}
+	for _, acc := range accs {
+		rows, err := env.DB.Query(context.Background(), `SELECT transfer_id FROM entries WHERE account_id = $1 ORDER BY id`, acc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inLedger []string
+		for rows.Next() {
+			var id string
+			_ = rows.Scan(&id)
+			inLedger = append(inLedger, id)
+		}
+		if strings.Join(inLedger, ",") != strings.Join(inFeed[acc], ",") {
+			t.Errorf("account %s: the feed's order is not the ledger's (%d entries, %d events)", acc, len(inLedger), len(inFeed[acc]))
+		}
+	}
+	env.Reconcile(t)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode"
@@ -35,10 +36,30 @@ var accountSeeds = []string{
 	`{"currency":"EUR","name":""}`,
 }
 
+var endpointSeeds = []string{
+	`{"url":"https://hooks.example.com/p","event_types":["transfer.completed","payout.paid"]}`,
+	`{"url":"https://hooks.example.com/p","event_types":["*"]}`,
+	`{"event_types":["payout.paid","transfer.completed"],"url":"https://hooks.example.com/p"}`,
+	`{"url":"https://hooks.example.com/p","URL":"https://other.example.com/","event_types":["*"]}`,
+	`{"url":"https://hooks.example.com/p","event_types":["*"],"event_types":["payout.paid"]}`,
+	`{"url":"https://hooks.example.com/p","event_types":[{"x":1}]}`,
+}
+
 type decoder func([]byte) (any, []byte, error)
 
 func transferDecoder(b []byte) (any, []byte, error) { return DecodeTransfer(b) }
 func accountDecoder(b []byte) (any, []byte, error)  { return DecodeAccount(b) }
+
+func endpointDecoder(b []byte) (any, []byte, error) {
+	return DecodeEndpoint(b, []string{"transfer.completed", "payout.paid"})
+}
+
+func FuzzEndpointDecoding(f *testing.F) {
+	for _, s := range endpointSeeds {
+		f.Add([]byte(s), []byte(endpointSeeds[0]), uint64(1))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte, seed uint64) { checkDecoding(t, endpointDecoder, a, b, seed) })
+}
 
 func FuzzTransferDecoding(f *testing.F) {
 	for _, s := range transferSeeds {
@@ -62,22 +83,22 @@ func FuzzAccountDecoding(f *testing.F) {
 func checkDecoding(t *testing.T, decode decoder, a, b []byte, seed uint64) {
 	reqA, fpA, errA := decode(a)
 	reqB, fpB, errB := decode(b)
-	if errA == nil && errB == nil && bytes.Equal(fpA, fpB) != (reqA == reqB) {
-		t.Fatalf("fingerprints equal: %v, requests equal: %v\n%s -> %+v\n%s -> %+v", bytes.Equal(fpA, fpB), reqA == reqB, a, reqA, b, reqB)
+	if errA == nil && errB == nil && bytes.Equal(fpA, fpB) != reflect.DeepEqual(reqA, reqB) {
+		t.Fatalf("fingerprints equal: %v, requests equal: %v\n%s -> %+v\n%s -> %+v", bytes.Equal(fpA, fpB), reflect.DeepEqual(reqA, reqB), a, reqA, b, reqB)
 	}
 	if errA != nil {
 		return
 	}
 	again, _ := json.Marshal(reqA)
 	reqC, fpC, err := decode(again)
-	if err != nil || reqC != reqA || !bytes.Equal(fpC, fpA) {
+	if err != nil || !reflect.DeepEqual(reqC, reqA) || !bytes.Equal(fpC, fpA) {
 		t.Fatalf("%s decodes to %+v, encoded again as %s: %+v %v", a, reqA, again, reqC, err)
 	}
 	members := splitMembers(t, a)
 	rng := rand.New(rand.NewPCG(seed, seed>>32))
 	shuffled := append([]member(nil), members...)
 	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-	if req, fp, err := decode(join(shuffled)); err != nil || req != reqA || !bytes.Equal(fp, fpA) {
+	if req, fp, err := decode(join(shuffled)); err != nil || !reflect.DeepEqual(req, reqA) || !bytes.Equal(fp, fpA) {
 		t.Fatalf("members of %s reordered as %s: %+v %v", a, join(shuffled), req, err)
 	}
 	i := rng.IntN(len(members))

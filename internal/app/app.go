@@ -98,7 +98,7 @@ func (a *App) Server() *api.Server {
 
 // policy is where webhooks may be sent (PAYMENTS_WEBHOOK_ALLOW_INSECURE).
 func (a *App) policy() webhook.Policy {
-	return webhook.Policy{AllowInsecure: a.settings.Webhooks.AllowInsecure}
+	return webhook.Policy{AllowInsecure: a.settings.Webhooks.AllowInsecure, LoopbackOnly: a.settings.Webhooks.LoopbackOnly}
 }
 
 // stale is what the recovery pass resolves: the transfers, then the payouts, left pending, and

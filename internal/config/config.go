@@ -25,6 +25,7 @@ type Webhooks struct {
 	RetryFor      time.Duration // PAYMENTS_WEBHOOK_RETRY_FOR: how long an event is tried before its delivery run gives up
 	AllowInsecure bool          // PAYMENTS_WEBHOOK_ALLOW_INSECURE: http, loopback and private addresses allowed
 	Timeout       time.Duration // PAYMENTS_WEBHOOK_TIMEOUT: how long one attempt may take
+	LoopbackOnly  bool          // deliveries to loopback only (the tests'; no variable sets it)
 }
 
 // Bank says how to reach the bank and how patient to be with it (docs/bank.md).

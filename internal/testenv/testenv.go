@@ -75,7 +75,7 @@ type Options struct {
 	BankRetryFor, BankPollAfter, ReturnWindow time.Duration
 	// How webhooks are delivered: RetryFor (default 72h) goes with the delivery runs this API
 	// starts, Timeout (default 2s) is the worker's; tests' receivers are on loopback, so the
-	// URL policy is insecure unless WebhookSecure.
+	// URL policy is insecure unless WebhookSecure, and allows loopback targets only, always.
 	WebhookRetryFor, WebhookTimeout time.Duration
 	WebhookSecure                   bool
 
@@ -243,7 +243,7 @@ func (e *Env) settings(o Options) app.Settings {
 		Bank: config.Bank{URL: e.bankURL, Secret: BankSecret, RetryFor: or(o.BankRetryFor, 2*time.Second),
 			PollAfter: or(o.BankPollAfter, 200*time.Millisecond), ReturnWindow: or(o.ReturnWindow, 5*time.Second)},
 		Webhooks: config.Webhooks{RetryFor: or(o.WebhookRetryFor, 72*time.Hour), Timeout: or(o.WebhookTimeout, 2*time.Second),
-			AllowInsecure: !o.WebhookSecure}}
+			AllowInsecure: !o.WebhookSecure, LoopbackOnly: true}}
 }
 
 // With returns e with a second HTTP API, configured by o, in front of the same database,

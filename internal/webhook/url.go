@@ -46,6 +46,10 @@ type Policy struct {
 	// AllowInsecure (PAYMENTS_WEBHOOK_ALLOW_INSECURE) allows http and any address, for
 	// receivers on a developer's machine.
 	AllowInsecure bool
+	// LoopbackOnly allows loopback receivers only: the tests' (and nothing else is ever a
+	// target of theirs, even by mistake). It is checked after the rules above, and again at
+	// connect time.
+	LoopbackOnly bool
 	// Resolve returns the addresses of a host name; nil means net.DefaultResolver.LookupNetIP
 	// with network "ip". Tests set it so that they do no DNS lookup.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
@@ -90,6 +94,11 @@ func (p Policy) Check(ctx context.Context, raw string) (*url.URL, error) {
 		// url.Parse checks only that the port is digits; say so now rather than fail every delivery.
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 			return nil, refuse("must have a port from 1 to 65535")
+		}
+	}
+	if p.LoopbackOnly {
+		if a, err := netip.ParseAddr(host); (err != nil || !a.Unmap().IsLoopback()) && !strings.EqualFold(host, "localhost") {
+			return nil, refuse("must be a loopback address here (127.0.0.1, ::1 or localhost)")
 		}
 	}
 	if p.AllowInsecure {
@@ -190,7 +199,7 @@ func Allowed(a netip.Addr) bool {
 // resolves to now, at delivery, which stops a name that has since been pointed at a private
 // address (DNS rebinding). It only reads address; it dials nothing.
 func (p Policy) Control(network, address string, _ syscall.RawConn) error {
-	if p.AllowInsecure {
+	if p.AllowInsecure && !p.LoopbackOnly {
 		return nil
 	}
 	host, _, err := net.SplitHostPort(address)
@@ -201,7 +210,10 @@ func (p Policy) Control(network, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return &refusal{reason: "refusing to connect to " + address + ": not an IP address", cause: err}
 	}
-	if !Allowed(a) {
+	if p.LoopbackOnly && !a.Unmap().IsLoopback() {
+		return refuse("refusing to connect to " + address + ": not a loopback address")
+	}
+	if !p.AllowInsecure && !Allowed(a) {
 		return refuse("refusing to connect to " + address + ": not a public address")
 	}
 	return nil

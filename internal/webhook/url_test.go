@@ -274,3 +274,25 @@ func TestClient(t *testing.T) {
 		t.Error("redirects are followed")
 	}
 }
+
+// LoopbackOnly (the tests' policy) refuses every other target, at creation and at connect time,
+// whatever AllowInsecure says.
+func TestLoopbackOnly(t *testing.T) {
+	p := webhook.Policy{AllowInsecure: true, LoopbackOnly: true, Resolve: func(context.Context, string) ([]netip.Addr, error) {
+		t.Fatal("LoopbackOnly with AllowInsecure resolves nothing")
+		return nil, nil
+	}}
+	for raw, ok := range map[string]bool{
+		"http://127.0.0.1:9/h": true, "http://[::1]:9/h": true, "http://localhost:9/h": true,
+		"http://10.0.0.1/h": false, "https://example.com/h": false, "http://8.8.8.8/h": false,
+	} {
+		if _, err := p.Check(context.Background(), raw); (err == nil) != ok {
+			t.Errorf("Check(%s): %v, want accepted %v", raw, err, ok)
+		}
+	}
+	for addr, ok := range map[string]bool{"127.0.0.1:80": true, "[::1]:80": true, "8.8.8.8:443": false, "10.0.0.1:80": false} {
+		if err := p.Control("tcp", addr, nil); (err == nil) != ok {
+			t.Errorf("Control(%s): %v, want allowed %v", addr, err, ok)
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package webhooks_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/payments/payments/api"
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/webhooks"
+)
+
+// BenchmarkDeliveries measures what delivering costs: b.N transfers are posted straight to the
+// ledger (as their workflows' activities post them) by 8 writers, each appending its event and a
+// delivery to one endpoint; the benchmark ends when the receiver has them all. It reports
+// deliveries/s (first commit to last delivery) and the Temporal history events the endpoint's
+// workflow wrote per delivery (all its runs, continue-as-new included).
+//
+//	go test -run '^$' -bench Deliveries -benchtime 2000x ./webhooks/
+func BenchmarkDeliveries(b *testing.B) {
+	ownerID, key := env.Owner(b)
+	accs := env.FundedAccounts(b, key, 2, int64(b.N)*10)
+	var delivered atomic.Int64
+	r := newReceiver(b, func(int) int { delivered.Add(1); return 200 })
+	endpoint := r.subscribe(b, env, key, "transfer.completed")
+	svc := &webhooks.Service{Ledger: env.Ledger, Temporal: env.Temporal, RetryFor: time.Hour}
+	l := &ledger.Ledger{DB: env.DB, Wake: svc.Wake}
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+				scope := idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteTransfers, Key: fmt.Sprintf("%s-%d-%d", b.Name(), b.N, i)}
+				p := ledger.Posting{TransferID: scope.TransferID(0), WorkflowID: scope.WorkflowID(), From: accs[i%2], To: accs[1-i%2],
+					AmountMinor: 1, Currency: "USD", Scope: scope, ReplayFor: time.Hour}
+				if _, _, err := l.Post(context.Background(), p, api.TransferAnswer); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	posted := time.Since(start)
+	testenv.WaitFor(b, "every event delivered", func() bool { return delivered.Load() >= int64(b.N) })
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "deliveries/s")
+	b.ReportMetric(float64(b.N)/posted.Seconds(), "events/s")
+	b.ReportMetric(float64(historyEvents(b, webhooks.WorkflowID(endpoint)))/float64(b.N), "history-events/delivery")
+}
+
+// historyEvents counts the history events of every run of workflowID.
+func historyEvents(b *testing.B, workflowID string) int {
+	resp, err := env.Temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+		Query: fmt.Sprintf("WorkflowId = '%s'", workflowID)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for _, ex := range resp.GetExecutions() {
+		it := env.Temporal.GetWorkflowHistory(context.Background(), workflowID, ex.GetExecution().GetRunId(), false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			if _, err := it.Next(); err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,112 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/payments/payments/activities"
+)
+
+// newWebhookEnv returns a test environment for WebhookDelivery, and the search attributes its
+// run set last.
+func newWebhookEnv() (*testsuite.TestWorkflowEnvironment, *temporal.SearchAttributes) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(WebhookDelivery)
+	env.RegisterActivity(a)
+	last := &temporal.SearchAttributes{}
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		*last = args.Get(0).(temporal.SearchAttributes)
+	}).Return(nil)
+	return env, last
+}
+
+var notTaken = activities.WebhookBatch{Failed: &activities.WebhookAttempt{EventID: "evt_1", EventType: "transfer.completed",
+	Status: 500, Error: "answered 500"}}
+
+// An endpoint that never takes its event is tried with growing waits, for RetryFor, and the run
+// then fails as gave-up, for `payments rerun failed`, with the search attributes saying why.
+func TestDeliveryGivesUpAfterRetryFor(t *testing.T) {
+	env, sa := newWebhookEnv()
+	var at []time.Time
+	env.OnActivity(a.DeliverWebhooks, mock.Anything, "we_1").Return(func(context.Context, string) (activities.WebhookBatch, error) {
+		at = append(at, env.Now())
+		return notTaken, nil
+	})
+	env.ExecuteWorkflow(WebhookDelivery, WebhookInput{EndpointID: "we_1", RetryFor: activities.Duration(time.Minute)})
+	var appErr *temporal.ApplicationError
+	if err := env.GetWorkflowError(); !errors.As(err, &appErr) || appErr.Type() != ErrTypeGaveUp {
+		t.Fatalf("workflow error %v, want %s", err, ErrTypeGaveUp)
+	}
+	// 1 s, 2 s, 4 s, 8 s, 16 s, then what is left of the minute (29 s): 7 attempts.
+	if len(at) != 7 {
+		t.Fatalf("%d attempts in a minute, want 7: %v", len(at), at)
+	}
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 29 * time.Second} {
+		if got := at[i+1].Sub(at[i]); got != want {
+			t.Errorf("wait before attempt %d: %s, want %s", i+2, got, want)
+		}
+	}
+	if typ, _ := sa.GetKeyword(WebhookEventType); typ != "transfer.completed" {
+		t.Errorf("WebhookEventType %q", typ)
+	}
+	if status, _ := sa.GetInt64(WebhookStatus); status != 500 {
+		t.Errorf("WebhookStatus %d", status)
+	}
+}
+
+// An endpoint that takes its event again is back to 200, and its failing streak forgotten; a
+// deleted endpoint ends the run.
+func TestDeliveryRecoversThenEndsWhenDeleted(t *testing.T) {
+	env, sa := newWebhookEnv()
+	calls := 0
+	env.OnActivity(a.DeliverWebhooks, mock.Anything, "we_1").Return(func(context.Context, string) (activities.WebhookBatch, error) {
+		calls++
+		switch calls {
+		case 1, 2:
+			return notTaken, nil
+		case 3:
+			return activities.WebhookBatch{Delivered: 3}, nil
+		default:
+			return activities.WebhookBatch{Deleted: true}, nil
+		}
+	})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(WakeSignal, nil) }, time.Hour)
+	env.ExecuteWorkflow(WebhookDelivery, WebhookInput{EndpointID: "we_1", RetryFor: activities.Duration(time.Minute)})
+	if err := env.GetWorkflowError(); err != nil || calls != 4 {
+		t.Fatalf("workflow error %v after %d batches, want none after 4", err, calls)
+	}
+	if status, _ := sa.GetInt64(WebhookStatus); status != 200 {
+		t.Errorf("WebhookStatus %d after a delivery, want 200", status)
+	}
+}
+
+// A backlog is drained a full batch after another without waiting for a signal, and the run
+// continues as new before its history grows past webhookBatchesPerRun batches.
+func TestDeliveryDrainsABacklogAndContinuesAsNew(t *testing.T) {
+	env, _ := newWebhookEnv()
+	calls := 0
+	env.OnActivity(a.DeliverWebhooks, mock.Anything, "we_1").Return(func(context.Context, string) (activities.WebhookBatch, error) {
+		calls++
+		return activities.WebhookBatch{Delivered: activities.WebhookBatchSize, More: true}, nil
+	})
+	env.ExecuteWorkflow(WebhookDelivery, WebhookInput{EndpointID: "we_1"})
+	if !workflow.IsContinueAsNewError(env.GetWorkflowError()) || calls != webhookBatchesPerRun {
+		t.Fatalf("workflow error %v after %d batches, want continue-as-new after %d", env.GetWorkflowError(), calls, webhookBatchesPerRun)
+	}
+}
+
+func TestWebhookBackoff(t *testing.T) {
+	for n, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 12: 2048 * time.Second, 13: time.Hour, 1000: time.Hour} {
+		if got := WebhookBackoff(n); got != want {
+			t.Errorf("WebhookBackoff(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
