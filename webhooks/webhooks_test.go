@@ -401,7 +401,9 @@ func TestDeadEndpointGivesUpVisiblyAndIsRerun(t *testing.T) {
 		return env.Count(t, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'delivered'`, endpoint) == 1
 	})
 	for _, d := range r.delivered() { // the late answers of the attempts that timed out count too: same event
-		var ev struct{ Data struct{ Object struct{ ID string } } }
+		var ev struct {
+			Data struct{ Object struct{ ID string } }
+		}
 		_ = json.Unmarshal(d.body, &ev)
 		if d.typ != "transfer.completed" || ev.Data.Object.ID != id {
 			t.Errorf("delivered %s of %s, want the one transfer.completed of %s", d.typ, ev.Data.Object.ID, id)
