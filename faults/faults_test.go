@@ -233,7 +233,36 @@ func (a *answers) settle(t *testing.T, env *testenv.Env, ownerID string, ts []pl
 		}
 	}
 	oneRunEach(t, env, workflowID(ownerID, ""), ids)
+	oneEventEach(t, env, ids)
 	env.Reconcile(t)
+}
+
+// oneEventEach checks that each transfer under the workflow IDs has exactly one event, of its
+// final status, whatever was killed or cut while it was posted: a posting that rolled back wrote
+// none, the one that committed wrote its own.
+func oneEventEach(t *testing.T, env *testenv.Env, ids []string) {
+	t.Helper()
+	rows, err := env.DB.Query(context.Background(), `
+		SELECT t.id, t.status, count(e.seq), count(e.seq) FILTER (WHERE e.type = 'transfer.' || t.status)
+		FROM transfers t LEFT JOIN events e ON e.object_id = t.id
+		WHERE t.workflow_id = ANY($1) GROUP BY t.id, t.status`, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		var id, status string
+		var events, ofStatus int
+		if err := rows.Scan(&id, &status, &events, &ofStatus); err != nil {
+			t.Fatal(err)
+		}
+		if n++; events != 1 || ofStatus != 1 {
+			t.Errorf("transfer %s (%s) has %d events, %d of its status; want exactly one, transfer.%s", id, status, events, ofStatus, status)
+		}
+	}
+	if err := rows.Err(); err != nil || n != len(ids) {
+		t.Errorf("%d transfers of %d workflow IDs (%v)", n, len(ids), err)
+	}
 }
 
 // oneRunEach checks that each workflow ID has exactly one Temporal run, closed as completed. One

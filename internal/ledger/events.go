@@ -113,12 +113,13 @@ func flushEvents(ctx context.Context, tx pgx.Tx, o *outbox) ([]string, error) {
 		ids, types, objects, bodies = append(ids, ev.ID), append(types, c.typ), append(objects, c.objectID), append(bodies, body)
 		accounts = append(accounts, c.accounts)
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, eventsLock); err != nil {
-		return nil, err
-	}
+	// One round trip: the lock, then the inserts, so that the lock is held for little more than
+	// the commit.
+	batch := &pgx.Batch{}
+	batch.Queue(`SELECT pg_advisory_xact_lock($1)`, eventsLock)
 	var woken []string
 	for i := range ids { // few per transaction: one, or two when a payout's hold and answer commit together
-		rows, err := tx.Query(ctx, `
+		batch.Queue(`
 			WITH ev AS (
 				INSERT INTO events (seq, id, type, object_id, body, created_at)
 				VALUES (nextval('event_seq'), $1, $2, $3, $4, $5) RETURNING seq
@@ -131,15 +132,15 @@ func flushEvents(ctx context.Context, tx pgx.Tx, o *outbox) ([]string, error) {
 			INSERT INTO webhook_deliveries (endpoint_id, event_seq)
 			SELECT w.id, seen.event_seq FROM webhook_endpoints w JOIN seen ON w.owner_id = seen.owner_id
 			WHERE w.deleted_at IS NULL AND (w.event_types @> ARRAY['*'] OR w.event_types @> ARRAY[$2::text])
-			RETURNING endpoint_id`, ids[i], types[i], objects[i], bodies[i], now, accounts[i])
-		if err != nil {
-			return nil, err
-		}
-		endpoints, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return nil, err
-		}
-		woken = append(woken, endpoints...)
+			RETURNING endpoint_id`, ids[i], types[i], objects[i], bodies[i], now, accounts[i]).
+			Query(func(rows pgx.Rows) error {
+				endpoints, err := pgx.CollectRows(rows, pgx.RowTo[string])
+				woken = append(woken, endpoints...)
+				return err
+			})
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, err
 	}
 	slices.Sort(woken)
 	return slices.Compact(woken), nil

@@ -54,7 +54,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func account(t *testing.T, currency string, balance int64) string {
+func account(t testing.TB, currency string, balance int64) string {
 	t.Helper()
 	ctx := context.Background()
 	owner, err := auth.EnsureOwner(ctx, l.DB, t.Name())
@@ -72,7 +72,7 @@ func account(t *testing.T, currency string, balance int64) string {
 }
 
 // deposit puts amount into account id, as `payments deposit` does.
-func deposit(t *testing.T, id string, amount int64) {
+func deposit(t testing.TB, id string, amount int64) {
 	t.Helper()
 	acc, err := l.Account(context.Background(), "", id)
 	if err != nil {
