@@ -26,15 +26,55 @@ import (
 //
 //	go test -run '^$' -bench Deliveries -benchtime 2000x ./webhooks/
 func BenchmarkDeliveries(b *testing.B) {
-	ownerID, key := env.Owner(b)
-	accs := env.FundedAccounts(b, key, 2, int64(b.N)*10)
-	var delivered atomic.Int64
-	r := newReceiver(b, func(int) int { delivered.Add(1); return 200 })
-	endpoint := r.subscribe(b, env, key, "transfer.completed")
+	ownerID, _, accs, endpoint, delivered := subscribed(b)
 	svc := &webhooks.Service{Ledger: env.Ledger, Temporal: env.Temporal, RetryFor: time.Hour}
-	l := &ledger.Ledger{DB: env.DB, Wake: svc.Wake}
 	b.ResetTimer()
 	start := time.Now()
+	post(b, &ledger.Ledger{DB: env.DB, Wake: svc.Wake}, ownerID, accs)
+	posted := time.Since(start)
+	testenv.WaitFor(b, "every event delivered", func() bool { return delivered.Load() >= int64(b.N) })
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "deliveries/s")
+	b.ReportMetric(float64(b.N)/posted.Seconds(), "events/s")
+	b.ReportMetric(float64(historyEvents(b, webhooks.WorkflowID(endpoint)))/float64(b.N), "history-events/delivery")
+}
+
+// BenchmarkBacklog measures draining a burst: b.N events are committed while the endpoint's
+// workflow sleeps (nothing wakes it), then one wake signal; it reports how fast the backlog is
+// delivered and the history events per delivery.
+//
+//	go test -run '^$' -bench Backlog -benchtime 10000x ./webhooks/
+func BenchmarkBacklog(b *testing.B) {
+	ownerID, _, accs, endpoint, delivered := subscribed(b)
+	post(b, &ledger.Ledger{DB: env.DB}, ownerID, accs)
+	before := historyEvents(b, webhooks.WorkflowID(endpoint))
+	b.ResetTimer()
+	start := time.Now()
+	if err := env.Temporal.SignalWorkflow(context.Background(), webhooks.WorkflowID(endpoint), "", "wake", nil); err != nil {
+		b.Fatal(err)
+	}
+	testenv.WaitFor(b, "every event delivered", func() bool { return delivered.Load() >= int64(b.N) })
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "deliveries/s")
+	b.ReportMetric(float64(historyEvents(b, webhooks.WorkflowID(endpoint))-before)/float64(b.N), "history-events/delivery")
+}
+
+// subscribed makes an owner with two funded accounts and an endpoint on a receiver that counts
+// what it is delivered.
+func subscribed(b *testing.B) (ownerID, key string, accs []string, endpoint string, delivered *atomic.Int64) {
+	ownerID, key = env.Owner(b)
+	accs = env.FundedAccounts(b, key, 2, int64(b.N)*10)
+	delivered = new(atomic.Int64)
+	r := newReceiver(b, func(int) int { delivered.Add(1); return 200 })
+	endpoint = r.subscribe(b, env, key, "transfer.completed")
+	return ownerID, key, accs, endpoint, delivered
+}
+
+// post posts b.N transfers between accs straight to l, from 8 writers, as the transfer
+// workflows' activities would.
+func post(b *testing.B, l *ledger.Ledger, ownerID string, accs []string) {
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	for range 8 {
@@ -53,13 +93,6 @@ func BenchmarkDeliveries(b *testing.B) {
 		}()
 	}
 	wg.Wait()
-	posted := time.Since(start)
-	testenv.WaitFor(b, "every event delivered", func() bool { return delivered.Load() >= int64(b.N) })
-	elapsed := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "deliveries/s")
-	b.ReportMetric(float64(b.N)/posted.Seconds(), "events/s")
-	b.ReportMetric(float64(historyEvents(b, webhooks.WorkflowID(endpoint)))/float64(b.N), "history-events/delivery")
 }
 
 // historyEvents counts the history events of every run of workflowID.
