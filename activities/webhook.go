@@ -65,8 +65,12 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, endpoint string) (Webh
 			return out, ctx.Err()
 		}
 		delivered := problem == ""
-		if err := a.Ledger.RecordAttempt(ctx, endpoint, d.Seq, delivered, status, problem); err != nil {
+		canceled, err := a.Ledger.RecordAttempt(ctx, endpoint, d.Seq, delivered, status, problem)
+		if err != nil {
 			return out, err
+		}
+		if canceled { // the endpoint was deleted while this batch ran: send it nothing more
+			return WebhookBatch{Delivered: out.Delivered, Deleted: true}, nil
 		}
 		if !delivered {
 			out.More = false

@@ -30,10 +30,6 @@ func (s *Server) createEndpoint(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.WebhookURLs.Check(ctx, req.URL); err != nil {
-		return problem.Invalid("the webhook URL cannot be used", problem.FieldError{Field: "url", Message: err.Error()})
-	}
-
 	var answer idempotency.Response
 	var id string
 	replayed := false
@@ -49,6 +45,11 @@ func (s *Server) createEndpoint(c echo.Context) error {
 			}
 			answer, replayed = *rec.Response, true
 			return nil
+		}
+		// Checked for a new endpoint only: a retry gets the stored answer even if the host no
+		// longer resolves. A refusal rolls the claim back: nothing is stored.
+		if _, err := s.WebhookURLs.Check(ctx, req.URL); err != nil {
+			return problem.Invalid("the webhook URL cannot be used", problem.FieldError{Field: "url", Message: err.Error()})
 		}
 		e, err := ledger.CreateEndpoint(ctx, tx, owner(c), ledger.Endpoint{ID: id, URL: req.URL,
 			EventTypes: req.EventTypes, Secret: webhook.NewSecret()})

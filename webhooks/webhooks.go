@@ -55,25 +55,36 @@ func (s *Service) input(endpointID string) workflows.WebhookInput {
 // Start starts endpoint's delivery workflow, unless a run of it exists: running (it is joined),
 // or ended (gave up: for `payments rerun failed`; canceled: the endpoint is deleted).
 func (s *Service) Start(ctx context.Context, endpointID string) error {
+	_, err := s.start(ctx, endpointID)
+	return err
+}
+
+// start is Start, saying what it did: "started" (or joined a run going), or "stopped" (the
+// latest run ended).
+func (s *Service) start(ctx context.Context, endpointID string) (string, error) {
 	opts := s.Options(endpointID)
 	opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
 	_, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.WebhookDelivery, s.input(endpointID))
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &already) {
-		return nil
+	switch {
+	case errors.As(err, &already):
+		return "stopped", nil
+	case err != nil:
+		return "", runs.TemporalError(err)
 	}
-	return runs.TemporalError(err)
+	return "started", nil
 }
 
 // ensure wakes endpoint's delivery workflow, and starts it when it has never run (its start
-// after the endpoint was created did not happen).
-func (s *Service) ensure(ctx context.Context, endpointID string) error {
+// after the endpoint was created did not happen). It says which: "running", "started", or
+// "stopped" (the latest run ended: gave up, or canceled).
+func (s *Service) ensure(ctx context.Context, endpointID string) (string, error) {
 	err := s.Temporal.SignalWorkflow(ctx, WorkflowID(endpointID), "", workflows.WakeSignal, nil)
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
-		return s.Start(ctx, endpointID)
+		return s.start(ctx, endpointID)
 	}
-	return runs.TemporalError(err)
+	return "running", runs.TemporalError(err)
 }
 
 // Wake tells the delivery workflows of endpoints that new events wait for them (the ledger's
@@ -100,7 +111,7 @@ func (s *Service) Wake(endpointIDs []string) {
 func (s *Service) signal(id string) {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := s.ensure(ctx, id)
+		_, err := s.ensure(ctx, id)
 		cancel()
 		if err != nil && s.Log != nil {
 			s.Log.Warn("waking a webhook delivery workflow failed; the recovery pass will", "endpoint", id, "err", err)
@@ -114,8 +125,13 @@ func (s *Service) signal(id string) {
 		}
 		s.waking[id] = false
 		s.mu.Unlock()
+		time.Sleep(wakeEvery) // the run is busy delivering: what commits meanwhile it reads anyway
 	}
 }
+
+// wakeEvery spaces the wake signals of one endpoint from one process: at most one in flight,
+// and then at most one per wakeEvery, so a run's signals stay far below Temporal's limit.
+const wakeEvery = 100 * time.Millisecond
 
 // Delete deletes ownerID's endpoint id: its pending deliveries are canceled in the ledger, then
 // its delivery run is canceled (it would stop at its next batch anyway). ledger.ErrNotFound
@@ -133,8 +149,8 @@ func (s *Service) Delete(ctx context.Context, ownerID, id string) error {
 }
 
 // ResolveStale makes sure the endpoints with deliveries pending for longer than olderThan have
-// their delivery run going: woken, or started if it never ran. A run that gave up is left to
-// `payments rerun failed`.
+// their delivery run going: woken, or started if it never ran. A run that gave up (or was
+// canceled from the UI) is counted as stopped and left to `payments rerun failed` or a Reset.
 func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (activities.StaleResult, error) {
 	var res activities.StaleResult
 	ids, err := s.Ledger.EndpointsBehind(ctx, olderThan)
@@ -143,12 +159,18 @@ func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (ac
 	}
 	var errs []error
 	for _, id := range ids {
-		if err := s.ensure(ctx, id); err != nil {
+		outcome, err := s.ensure(ctx, id)
+		switch {
+		case err != nil:
 			res.Errors++
 			errs = append(errs, fmt.Errorf("endpoint %s: %w", id, err))
-			continue
+		case outcome == "started":
+			res.Started++
+		case outcome == "stopped":
+			res.Stopped++
+		default:
+			res.Running++
 		}
-		res.Running++
 	}
 	return res, errors.Join(errs...)
 }

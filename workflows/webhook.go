@@ -38,8 +38,13 @@ const ErrTypeGaveUp = "WebhookGaveUp"
 // DefaultWebhookRetryFor is PAYMENTS_WEBHOOK_RETRY_FOR's default.
 const DefaultWebhookRetryFor = 72 * time.Hour
 
-// webhookBatchesPerRun bounds a run's history: it continues as new after that many batches.
-const webhookBatchesPerRun = 200
+// A run's history is bounded: it continues as new after webhookBatchesPerRun batches, or once
+// it has taken webhookSignalsPerRun wake signals (Temporal refuses a run's signals past 10,000,
+// which would leave an idle run deaf), or when Temporal suggests it.
+const (
+	webhookBatchesPerRun = 200
+	webhookSignalsPerRun = 1000
+)
 
 // WebhookDelivery delivers one endpoint's events, in the order they committed, for as long as the
 // endpoint exists (workflow ID webhook-delivery/<endpoint id>). It drains the endpoint's outbox
@@ -55,7 +60,9 @@ func WebhookDelivery(ctx workflow.Context, in WebhookInput) error {
 	if retryFor <= 0 {
 		retryFor = DefaultWebhookRetryFor
 	}
-	for range webhookBatchesPerRun {
+	signals := 0
+	for batch := 0; batch < webhookBatchesPerRun && signals < webhookSignalsPerRun &&
+		!workflow.GetInfo(ctx).GetContinueAsNewSuggested(); batch++ {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: 30 * time.Minute,
 			HeartbeatTimeout:    2 * time.Minute,
@@ -70,22 +77,26 @@ func WebhookDelivery(ctx workflow.Context, in WebhookInput) error {
 		if b.Deleted {
 			return nil
 		}
+		if b.Delivered > 0 && in.Attempt > 0 { // the event it was stuck on went through
+			in.FailingSince, in.Attempt = time.Time{}, 0
+			_ = workflow.UpsertTypedSearchAttributes(ctx, WebhookStatus.ValueSet(200))
+		}
 		if b.Failed != nil {
 			if err := retryLater(ctx, &in, *b.Failed, retryFor); err != nil {
 				return err
 			}
 			continue
 		}
-		if in.Attempt > 0 { // it delivered again
-			in.FailingSince, in.Attempt = time.Time{}, 0
-			_ = workflow.UpsertTypedSearchAttributes(ctx, WebhookStatus.ValueSet(200))
-		}
-		if woken := drain(wake); b.More || woken {
+		woken := drain(wake)
+		signals += woken
+		if b.More || woken > 0 {
 			continue
 		}
-		if err := sleepUntilWoken(ctx, wake); err != nil {
+		woken, err := sleepUntilWoken(ctx, wake)
+		if err != nil {
 			return err
 		}
+		signals += woken
 	}
 	drain(wake) // the next run reads the outbox first: a wake now is not lost
 	return workflow.NewContinueAsNewError(ctx, WebhookDelivery, in)
@@ -121,22 +132,25 @@ func WebhookBackoff(n int) time.Duration {
 	return min(time.Second<<max(n-1, 0), time.Hour)
 }
 
-// drain takes every wake signal waiting and reports whether there was one.
-func drain(wake workflow.ReceiveChannel) bool {
-	woken := false
+// drain takes every wake signal waiting and returns how many there were.
+func drain(wake workflow.ReceiveChannel) int {
+	n := 0
 	for wake.ReceiveAsync(nil) {
-		woken = true
+		n++
 	}
-	return woken
+	return n
 }
 
-// sleepUntilWoken waits for a wake signal, or for the run to be canceled (its endpoint deleted).
-func sleepUntilWoken(ctx workflow.Context, wake workflow.ReceiveChannel) error {
+// sleepUntilWoken waits for a wake signal, or for the run to be canceled (its endpoint deleted),
+// and returns how many signals it took. A signal lost on its way (its process died after the
+// commit) is made up by the recovery pass (webhooks.Service.ResolveStale).
+func sleepUntilWoken(ctx workflow.Context, wake workflow.ReceiveChannel) (int, error) {
+	n := 0
 	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(wake, func(c workflow.ReceiveChannel, _ bool) { drain(c) })
+	sel.AddReceive(wake, func(c workflow.ReceiveChannel, _ bool) { n = drain(c) })
 	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
 	sel.Select(ctx)
-	return ctx.Err()
+	return n, ctx.Err()
 }
 
 func deliverySummary(in WebhookInput) string {

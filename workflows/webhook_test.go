@@ -62,17 +62,23 @@ func TestDeliveryGivesUpAfterRetryFor(t *testing.T) {
 	}
 }
 
-// An endpoint that takes its event again is back to 200, and its failing streak forgotten; a
-// deleted endpoint ends the run.
+// An endpoint that takes its event again is back to 200, and its failing streak forgotten: the
+// next event it refuses starts from a 1 s wait. A deleted endpoint ends the run.
 func TestDeliveryRecoversThenEndsWhenDeleted(t *testing.T) {
 	env, sa := newWebhookEnv()
 	calls := 0
+	var at []time.Time
 	env.OnActivity(a.DeliverWebhooks, mock.Anything, "we_1").Return(func(context.Context, string) (activities.WebhookBatch, error) {
 		calls++
+		at = append(at, env.Now())
 		switch calls {
-		case 1, 2:
+		case 1, 2, 3:
 			return notTaken, nil
-		case 3:
+		case 4: // evt_1 goes through, the next is refused
+			b := notTaken
+			b.Delivered = 1
+			return b, nil
+		case 5:
 			return activities.WebhookBatch{Delivered: 3}, nil
 		default:
 			return activities.WebhookBatch{Deleted: true}, nil
@@ -80,8 +86,11 @@ func TestDeliveryRecoversThenEndsWhenDeleted(t *testing.T) {
 	})
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(WakeSignal, nil) }, time.Hour)
 	env.ExecuteWorkflow(WebhookDelivery, WebhookInput{EndpointID: "we_1", RetryFor: activities.Duration(time.Minute)})
-	if err := env.GetWorkflowError(); err != nil || calls != 4 {
-		t.Fatalf("workflow error %v after %d batches, want none after 4", err, calls)
+	if err := env.GetWorkflowError(); err != nil || calls != 6 {
+		t.Fatalf("workflow error %v after %d batches, want none after 6", err, calls)
+	}
+	if wait := at[4].Sub(at[3]); wait != time.Second {
+		t.Errorf("a new event refused waited %s before its second attempt, want 1s (a streak of its own)", wait)
 	}
 	if status, _ := sa.GetInt64(WebhookStatus); status != 200 {
 		t.Errorf("WebhookStatus %d after a delivery, want 200", status)

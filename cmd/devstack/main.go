@@ -288,6 +288,10 @@ Payments is running. Ctrl-C stops everything.
       -H 'Content-Type: application/json' \
       -d '{"account_id":"%[3]s","amount_minor":500,"currency":"USD","destination":{"account_number":"000123456789","bank_code":"BANKUS33"}}'
 
+  Read alice's events (every change, oldest first; resume with after=<next_cursor>):
+
+    curl -s '%[1]s/v1/events?limit=5' -H 'Authorization: Bearer %[2]s'
+
 `, base, demo[0].key, accounts["alice"], demo[1].key, accounts["bob"], bankURL, more)
 }
 

@@ -84,8 +84,9 @@ func FromEnv() (Config, error) {
 			return c, err
 		}
 	}
-	if c.Webhooks.Timeout == 0 {
-		return c, fmt.Errorf("PAYMENTS_WEBHOOK_TIMEOUT must be more than 0")
+	// An attempt must end well within the delivery activity's heartbeat timeout (2 minutes).
+	if c.Webhooks.Timeout == 0 || c.Webhooks.Timeout > time.Minute {
+		return c, fmt.Errorf("PAYMENTS_WEBHOOK_TIMEOUT=%s: want more than 0 and at most 1m", c.Webhooks.Timeout)
 	}
 	c.Webhooks.AllowInsecure, err = boolean("PAYMENTS_WEBHOOK_ALLOW_INSECURE")
 	return c, err

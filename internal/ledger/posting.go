@@ -249,8 +249,8 @@ func (l *Ledger) MarkFailed(ctx context.Context, id, run, reason string) (t Tran
 			FROM (SELECT id, status FROM transfers WHERE id = $1 FOR UPDATE) was
 			WHERE t.id = was.id AND t.status IN ('pending', 'failed')
 			RETURNING `+qualified("t", transferColumns)+`, was.status`, id, run, reason), &was)
-		if errors.Is(err, ErrNotFound) {
-			t, err = l.Transfer(ctx, "", id)
+		if errors.Is(err, ErrNotFound) { // final already, or never inserted
+			t, err = scanTransfer(tx.QueryRow(ctx, `SELECT `+transferColumns+` FROM transfers WHERE id = $1 AND kind = 'transfer'`, id))
 			return err
 		}
 		if err == nil && was == transfer.Pending {

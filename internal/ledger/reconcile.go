@@ -509,8 +509,8 @@ func (r Report) Print(w io.Writer) {
 }
 
 // eventsMatchChanges finds the changes without their event (since events began) and the events
-// of no committed change. A completed transfer may also have a transfer.failed event: a run gave
-// up on it, and a later run of its workflow ID posted it.
+// of no committed change. A completed or rejected transfer may also have a transfer.failed
+// event: a run gave up on it, and a later run of its workflow ID posted it.
 func eventsMatchChanges(ctx context.Context, q database.Querier) ([]string, error) {
 	return lines(ctx, q, `
 		WITH since AS (SELECT min(at) AS at FROM events_start),
@@ -522,7 +522,7 @@ func eventsMatchChanges(ctx context.Context, q database.Querier) ([]string, erro
 			UNION ALL SELECT id, 'payin.received', created_at FROM payins WHERE status = 'credited'
 		), allowed AS (
 			SELECT object_id, type FROM expected
-			UNION ALL SELECT id, 'transfer.failed' FROM transfers WHERE kind = 'transfer' AND status = 'completed'
+			UNION ALL SELECT id, 'transfer.failed' FROM transfers WHERE kind = 'transfer' AND status IN ('completed', 'rejected')
 		)
 		SELECT format('%s has no %s event', x.object_id, x.type) FROM expected x, since
 		WHERE x.created_at >= since.at

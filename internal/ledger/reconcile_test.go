@@ -79,6 +79,14 @@ func TestReconcileFindsEachBrokenInvariant(t *testing.T) {
 			[]string{`ALTER TABLE entries DROP CONSTRAINT entries_transfer_id_account_id_key`,
 				`INSERT INTO entries (transfer_id, account_id, amount_minor, balance_after_minor)
 				 SELECT transfer_id, account_id, amount_minor, balance_after_minor FROM entries WHERE transfer_id = '` + p.TransferID + `'`}},
+		{"a completed transfer without its event", "9", true,
+			[]string{`DELETE FROM webhook_deliveries`, `DELETE FROM event_owners WHERE event_seq IN (SELECT seq FROM events WHERE object_id = '` + p.TransferID + `')`,
+				`DELETE FROM events WHERE object_id = '` + p.TransferID + `'`}},
+		{"an event of a change that never committed", "9", true,
+			[]string{`INSERT INTO events (seq, id, type, object_id, body, created_at)
+				SELECT nextval('event_seq'), 'evt_ghost', 'transfer.rejected', '` + p.TransferID + `', '{}', now()`,
+				`INSERT INTO event_owners (owner_id, event_seq, type) SELECT o.owner_id, e.seq, e.type
+				FROM events e, event_owners o WHERE e.id = 'evt_ghost' AND o.event_seq = (SELECT min(seq) FROM events WHERE object_id = '` + p.TransferID + `') LIMIT 1`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tx, err := l.DB.Begin(ctx)

@@ -21,8 +21,12 @@ type Endpoint struct {
 }
 
 // CreateEndpoint records endpoint e of ownerID, with its secret, in tx (the transaction of the
-// request's idempotency record).
+// request's idempotency record). It takes the events lock, so that the endpoint receives exactly
+// the events that commit after it: none that was being written as it was created.
 func CreateEndpoint(ctx context.Context, tx database.Querier, ownerID string, e Endpoint) (Endpoint, error) {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, eventsLock); err != nil {
+		return e, err
+	}
 	err := tx.QueryRow(ctx, `INSERT INTO webhook_endpoints (id, owner_id, url, event_types, secret)
 		VALUES ($1, $2, $3, $4, $5) RETURNING created_at`, e.ID, ownerID, e.URL, e.EventTypes, e.Secret).Scan(&e.CreatedAt)
 	e.CreatedAt = UTC(e.CreatedAt)
@@ -49,6 +53,10 @@ func (l *Ledger) Endpoints(ctx context.Context, ownerID string) ([]Endpoint, err
 // at that moment. ErrNotFound when ownerID has no such endpoint (or deleted it already).
 func (l *Ledger) DeleteEndpoint(ctx context.Context, ownerID, id string) error {
 	return l.InTx(ctx, func(tx pgx.Tx) error {
+		// Under the events lock, no event is between queueing a delivery for it and its commit.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, eventsLock); err != nil {
+			return err
+		}
 		tag, err := tx.Exec(ctx, `UPDATE webhook_endpoints SET deleted_at = now()
 			WHERE id = $1 AND owner_id = $2 AND deleted_at IS NULL`, id, ownerID)
 		if err != nil {
@@ -108,14 +116,14 @@ func (l *Ledger) PendingDeliveries(ctx context.Context, endpoint string, limit i
 
 // RecordAttempt records one attempt to deliver event seq to endpoint: delivered (a 2xx), or not,
 // with the HTTP status (0 when none came) and what went wrong. A delivery canceled meanwhile
-// (its endpoint deleted) stays canceled.
-func (l *Ledger) RecordAttempt(ctx context.Context, endpoint string, seq int64, delivered bool, status int, problem string) error {
-	_, err := l.DB.Exec(ctx, `UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = NULLIF($4, 0),
+// (its endpoint deleted) stays canceled, and canceled is false only then.
+func (l *Ledger) RecordAttempt(ctx context.Context, endpoint string, seq int64, delivered bool, status int, problem string) (canceled bool, err error) {
+	tag, err := l.DB.Exec(ctx, `UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = NULLIF($4, 0),
 			last_error = NULLIF($5, ''),
 			status = CASE WHEN $3 THEN 'delivered' ELSE status END,
 			delivered_at = CASE WHEN $3 THEN now() END
 		WHERE endpoint_id = $1 AND event_seq = $2 AND status = 'pending'`, endpoint, seq, delivered, status, problem)
-	return err
+	return err == nil && tag.RowsAffected() == 0, err
 }
 
 // EndpointsBehind returns the endpoints, not deleted, with a delivery pending since longer than

@@ -46,9 +46,9 @@ type Policy struct {
 	// AllowInsecure (PAYMENTS_WEBHOOK_ALLOW_INSECURE) allows http and any address, for
 	// receivers on a developer's machine.
 	AllowInsecure bool
-	// LoopbackOnly allows loopback receivers only: the tests' (and nothing else is ever a
-	// target of theirs, even by mistake). It is checked after the rules above, and again at
-	// connect time.
+	// LoopbackOnly allows loopback receivers only, named by IP: the tests' (nothing else is ever
+	// a target of theirs, even by mistake, and no name is looked up). It is checked after the
+	// rules above, and again at connect time.
 	LoopbackOnly bool
 	// Resolve returns the addresses of a host name; nil means net.DefaultResolver.LookupNetIP
 	// with network "ip". Tests set it so that they do no DNS lookup.
@@ -96,9 +96,9 @@ func (p Policy) Check(ctx context.Context, raw string) (*url.URL, error) {
 			return nil, refuse("must have a port from 1 to 65535")
 		}
 	}
-	if p.LoopbackOnly {
-		if a, err := netip.ParseAddr(host); (err != nil || !a.Unmap().IsLoopback()) && !strings.EqualFold(host, "localhost") {
-			return nil, refuse("must be a loopback address here (127.0.0.1, ::1 or localhost)")
+	if p.LoopbackOnly { // an IP literal: a name would be looked up, and the lookup could leave the machine
+		if a, err := netip.ParseAddr(host); err != nil || !a.Unmap().IsLoopback() {
+			return nil, refuse("must be a loopback address here (127.0.0.1 or ::1)")
 		}
 	}
 	if p.AllowInsecure {

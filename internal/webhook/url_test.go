@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -283,7 +284,7 @@ func TestLoopbackOnly(t *testing.T) {
 		return nil, nil
 	}}
 	for raw, ok := range map[string]bool{
-		"http://127.0.0.1:9/h": true, "http://[::1]:9/h": true, "http://localhost:9/h": true,
+		"http://127.0.0.1:9/h": true, "http://[::1]:9/h": true, "http://localhost:9/h": false,
 		"http://10.0.0.1/h": false, "https://example.com/h": false, "http://8.8.8.8/h": false,
 	} {
 		if _, err := p.Check(context.Background(), raw); (err == nil) != ok {
@@ -294,5 +295,17 @@ func TestLoopbackOnly(t *testing.T) {
 		if err := p.Control("tcp", addr, nil); (err == nil) != ok {
 			t.Errorf("Control(%s): %v, want allowed %v", addr, err, ok)
 		}
+	}
+}
+
+// A client of a policy that is not insecure refuses, before connecting, an address that is not
+// public: the receiver here (on loopback) never sees the request.
+func TestClientRefusesAtConnectTime(t *testing.T) {
+	hit := false
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hit = true }))
+	defer srv.Close()
+	_, err := webhook.Policy{}.Client(time.Second).Get(srv.URL)
+	if !errors.Is(err, webhook.ErrURLRefused) || hit {
+		t.Fatalf("GET %s: %v (reached: %v), want refused before connecting", srv.URL, err, hit)
 	}
 }
