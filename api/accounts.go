@@ -17,7 +17,6 @@ import (
 // createAccount opens an account. The account, its idempotency record and the stored response
 // are written in one transaction: a duplicate waits on the first one's row lock, then replays.
 func (s *Server) createAccount(c echo.Context) error {
-	ctx := c.Request().Context()
 	scope, err := idempotencyScope(c, idempotency.RouteAccounts)
 	if err != nil {
 		return err
@@ -26,32 +25,42 @@ func (s *Server) createAccount(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-
-	var answer idempotency.Response
-	replayed := false
-	err = pgx.BeginFunc(ctx, s.DB, func(tx pgx.Tx) error {
-		rec, created, err := idempotency.Claim(ctx, tx, scope, fp, ledger.NewID("acc_"))
-		if err != nil {
-			return err
-		}
-		if !created {
-			if rec.Response == nil { // cannot happen: the claim and the response commit together
-				return errors.New("account record without response")
-			}
-			answer, replayed = *rec.Response, true
-			return nil
-		}
-		acc, err := ledger.CreateAccount(ctx, tx, rec.ResourceID, owner(c), req.Currency, req.Name)
-		if err != nil {
-			return err
-		}
-		answer = jsonAnswer(http.StatusCreated, "/v1/accounts/"+acc.ID, acc)
-		return idempotency.Complete(ctx, tx, scope, answer, s.TTL)
+	answer, replayed, _, err := s.createOnce(c, scope, fp, "acc_", func(tx pgx.Tx, id string) (idempotency.Response, error) {
+		acc, err := ledger.CreateAccount(c.Request().Context(), tx, id, owner(c), req.Currency, req.Name)
+		return jsonAnswer(http.StatusCreated, "/v1/accounts/"+acc.ID, acc), err
 	})
 	if err != nil {
 		return err
 	}
 	return respond(c, answer, replayed)
+}
+
+// createOnce creates a resource once per use of an Idempotency-Key: in one transaction, it
+// claims scope for a new id with prefix, runs create with it, and stores the answer create made;
+// a duplicate waits on the claim's row lock, then gets the stored answer (replayed). It returns
+// the resource's id either way.
+func (s *Server) createOnce(c echo.Context, scope idempotency.Scope, fp []byte, prefix string,
+	create func(tx pgx.Tx, id string) (idempotency.Response, error)) (answer idempotency.Response, replayed bool, id string, err error) {
+	ctx := c.Request().Context()
+	err = pgx.BeginFunc(ctx, s.DB, func(tx pgx.Tx) error {
+		rec, created, err := idempotency.Claim(ctx, tx, scope, fp, ledger.NewID(prefix))
+		if err != nil {
+			return err
+		}
+		id = rec.ResourceID
+		if !created {
+			if rec.Response == nil { // cannot happen: the claim and the response commit together
+				return errors.New(scope.Route + " record without response")
+			}
+			answer, replayed = *rec.Response, true
+			return nil
+		}
+		if answer, err = create(tx, id); err != nil {
+			return err
+		}
+		return idempotency.Complete(ctx, tx, scope, answer, s.TTL)
+	})
+	return answer, replayed, id, err
 }
 
 func (s *Server) listAccounts(c echo.Context) error {
@@ -75,13 +84,9 @@ func (s *Server) listEntries(c echo.Context) error {
 	if _, err := s.Ledger.Account(ctx, owner(c), c.Param("id")); err != nil {
 		return notFound(err, "account")
 	}
-	limit := 50
-	if v := c.QueryParam("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 200 {
-			return problem.Invalid("limit must be an integer from 1 to 200", problem.FieldError{Field: "limit", Message: "must be 1 to 200"})
-		}
-		limit = n
+	limit, err := limitParam(c)
+	if err != nil {
+		return err
 	}
 	page, err := s.Ledger.Entries(ctx, c.Param("id"), c.QueryParam("cursor"), limit)
 	if errors.Is(err, ledger.ErrBadCursor) {
@@ -91,6 +96,19 @@ func (s *Server) listEntries(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, page)
+}
+
+// limitParam is a list's page size: the query's limit, 1 to 200, or 50.
+func limitParam(c echo.Context) (int, error) {
+	v := c.QueryParam("limit")
+	if v == "" {
+		return 50, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 200 {
+		return 0, problem.Invalid("limit must be an integer from 1 to 200", problem.FieldError{Field: "limit", Message: "must be 1 to 200"})
+	}
+	return n, nil
 }
 
 // respond writes a stored or fresh answer exactly as it is stored.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
@@ -30,34 +29,15 @@ func (s *Server) createEndpoint(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var answer idempotency.Response
-	var id string
-	replayed := false
-	err = pgx.BeginFunc(ctx, s.DB, func(tx pgx.Tx) error {
-		rec, created, err := idempotency.Claim(ctx, tx, scope, fp, ledger.NewID("we_"))
-		if err != nil {
-			return err
-		}
-		id = rec.ResourceID
-		if !created {
-			if rec.Response == nil { // cannot happen: the claim and the response commit together
-				return errors.New("webhook endpoint record without response")
-			}
-			answer, replayed = *rec.Response, true
-			return nil
-		}
+	answer, replayed, id, err := s.createOnce(c, scope, fp, "we_", func(tx pgx.Tx, id string) (idempotency.Response, error) {
 		// Checked for a new endpoint only: a retry gets the stored answer even if the host no
 		// longer resolves. A refusal rolls the claim back: nothing is stored.
 		if _, err := s.WebhookURLs.Check(ctx, req.URL); err != nil {
-			return problem.Invalid("the webhook URL cannot be used", problem.FieldError{Field: "url", Message: err.Error()})
+			return idempotency.Response{}, problem.Invalid("the webhook URL cannot be used", problem.FieldError{Field: "url", Message: err.Error()})
 		}
 		e, err := ledger.CreateEndpoint(ctx, tx, owner(c), ledger.Endpoint{ID: id, URL: req.URL,
 			EventTypes: req.EventTypes, Secret: webhook.NewSecret()})
-		if err != nil {
-			return err
-		}
-		answer = jsonAnswer(http.StatusCreated, "/v1/webhook-endpoints/"+e.ID, e)
-		return idempotency.Complete(ctx, tx, scope, answer, s.TTL)
+		return jsonAnswer(http.StatusCreated, "/v1/webhook-endpoints/"+e.ID, e), err
 	})
 	if err != nil {
 		return err
@@ -85,13 +65,9 @@ func (s *Server) deleteEndpoint(c echo.Context) error {
 
 // listEvents is the events feed: the caller's events, oldest first, after the event `after`.
 func (s *Server) listEvents(c echo.Context) error {
-	limit := 50
-	if v := c.QueryParam("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 200 {
-			return problem.Invalid("limit must be an integer from 1 to 200", problem.FieldError{Field: "limit", Message: "must be 1 to 200"})
-		}
-		limit = n
+	limit, err := limitParam(c)
+	if err != nil {
+		return err
 	}
 	typ := c.QueryParam("type")
 	if typ != "" && !slices.Contains(ledger.EventTypes, typ) {
