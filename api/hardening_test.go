@@ -283,6 +283,8 @@ func FuzzAPI(f *testing.F) {
 	f.Add(uint8(5), "", "k-3", `{"url":"http://127.0.0.1:9/h","event_types":["*"]}`)
 	f.Add(uint8(5), "", "k-4", `{"url":"http://127.0.0.1:9/h","event_types":["transfer.completed","x"]}`)
 	f.Add(uint8(6), "evt_x", "2", "transfer.completed")
+	f.Add(uint8(7), "MjAyNi0xMi0wMVQwMDowMDowMFogdHJfeA", "2", "completed")
+	f.Add(uint8(8), "FROM", "2026-12-01T00:00:00Z", "yesterday")
 	ownerID, key, from, to := "", "", "", ""
 	f.Fuzz(func(t *testing.T, kind uint8, id, idem, body string) {
 		if ownerID == "" {
@@ -291,13 +293,17 @@ func FuzzAPI(f *testing.F) {
 		body = strings.NewReplacer("FROM", from, "TO", to).Replace(body)
 		id = "i" + strings.NewReplacer("FROM", from, "TO", to).Replace(id) // a path segment is never empty
 		method, path := "POST", "/v1/transfers"
-		switch kind % 7 {
+		switch kind % 9 {
 		case 1:
 			path = "/v1/accounts"
 		case 5:
 			path = "/v1/webhook-endpoints"
 		case 6:
 			method, path = "GET", "/v1/events?after="+url.QueryEscape(id)+"&limit="+url.QueryEscape(idem)+"&type="+url.QueryEscape(body)
+		case 7:
+			method, path = "GET", "/v1/transfers?cursor="+url.QueryEscape(id)+"&limit="+url.QueryEscape(idem)+"&status="+url.QueryEscape(body)
+		case 8:
+			method, path = "GET", "/v1/payouts?account_id="+url.QueryEscape(id)+"&created_after="+url.QueryEscape(idem)+"&created_before="+url.QueryEscape(body)
 		case 2:
 			method, path = "GET", "/v1/transfers/"+pathSegment(id)
 		case 3:

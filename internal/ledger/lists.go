@@ -1,0 +1,135 @@
+package ledger
+
+import (
+	"context"
+	"encoding/base64"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Filter narrows a list of transfers or payouts (docs/contract.md §8): to one of the owner's
+// accounts, a status, a creation window; Limit rows after Cursor.
+type Filter struct {
+	AccountID     string
+	Status        string
+	CreatedAfter  time.Time // exclusive; zero: no bound
+	CreatedBefore time.Time // exclusive; zero: no bound
+	Limit         int
+	Cursor        string
+}
+
+// Page is a page of a list, newest first.
+type Page[T any] struct {
+	Data       []T     `json:"data"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// keyset is a list's position: the (created_at, id) of the last row of a page.
+type keyset struct {
+	at time.Time
+	id string
+}
+
+func (k keyset) cursor() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(k.at.UTC().Format(time.RFC3339Nano) + " " + k.id))
+}
+
+// parseCursor reads a cursor made by keyset.cursor; the zero keyset (from the newest) for "".
+func parseCursor(c string) (keyset, error) {
+	if c == "" {
+		return keyset{at: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), id: ""}, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return keyset{}, ErrBadCursor
+	}
+	at, id, ok := strings.Cut(string(raw), " ")
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if !ok || err != nil || id == "" {
+		return keyset{}, ErrBadCursor
+	}
+	return keyset{at: t, id: id}, nil
+}
+
+// bounds are the creation window of f, as the queries take it.
+func (f Filter) bounds() (after, before time.Time) {
+	after, before = f.CreatedAfter, f.CreatedBefore
+	if after.IsZero() {
+		after = time.Unix(0, 0)
+	}
+	if before.IsZero() {
+		before = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	return after, before
+}
+
+// Transfers lists the transfers that touch ownerID's accounts (or f.AccountID, one of them),
+// newest first, by keyset: a page never shifts when new transfers arrive. For each account it
+// reads the newest of its debits and of its credits from their indexes, without sorting the
+// account's history; a transfer between two of the owner's accounts is listed once.
+func (l *Ledger) Transfers(ctx context.Context, ownerID string, f Filter) (Page[Transfer], error) {
+	k, err := parseCursor(f.Cursor)
+	if err != nil {
+		return Page[Transfer]{}, err
+	}
+	after, before := f.bounds()
+	cols := qualified("t", transferColumns)
+	side := func(column, exclude string) string {
+		return `(SELECT ` + cols + ` FROM transfers t WHERE t.` + column + ` = a.id AND t.kind = 'transfer'
+			AND ($3 = '' OR t.status = $3) AND t.created_at > $4 AND t.created_at < $5
+			AND (t.created_at, t.id) < ($6, $7)` + exclude + `
+			ORDER BY t.created_at DESC, t.id DESC LIMIT $8)`
+	}
+	rows, err := l.DB.Query(ctx, `
+		SELECT x.* FROM accounts a CROSS JOIN LATERAL (`+
+		side("from_account_id", "")+` UNION ALL `+
+		side("to_account_id", ` AND NOT EXISTS (SELECT 1 FROM accounts f WHERE f.id = t.from_account_id
+			AND f.owner_id = $1 AND ($2 = '' OR f.id = $2))`)+`) x
+		WHERE a.owner_id = $1 AND ($2 = '' OR a.id = $2)
+		ORDER BY x.created_at DESC, x.id DESC LIMIT $8`,
+		ownerID, f.AccountID, f.Status, after, before, k.at, k.id, f.Limit+1)
+	if err != nil {
+		return Page[Transfer]{}, err
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Transfer, error) { return scanTransfer(row) })
+	return paged(list, f.Limit, func(t Transfer) keyset { return keyset{t.CreatedAt, t.ID} }), err
+}
+
+// Payouts lists the payouts of ownerID's accounts (or f.AccountID, one of them), newest first,
+// by keyset, each account's read from its index.
+func (l *Ledger) Payouts(ctx context.Context, ownerID string, f Filter) (Page[Payout], error) {
+	k, err := parseCursor(f.Cursor)
+	if err != nil {
+		return Page[Payout]{}, err
+	}
+	after, before := f.bounds()
+	rows, err := l.DB.Query(ctx, `
+		SELECT x.* FROM accounts a CROSS JOIN LATERAL (
+			SELECT `+qualified("p", payoutColumns)+` FROM payouts p WHERE p.account_id = a.id
+			AND ($3 = '' OR p.status = $3) AND p.created_at > $4 AND p.created_at < $5
+			AND (p.created_at, p.id) < ($6, $7)
+			ORDER BY p.created_at DESC, p.id DESC LIMIT $8) x
+		WHERE a.owner_id = $1 AND ($2 = '' OR a.id = $2)
+		ORDER BY x.created_at DESC, x.id DESC LIMIT $8`,
+		ownerID, f.AccountID, f.Status, after, before, k.at, k.id, f.Limit+1)
+	if err != nil {
+		return Page[Payout]{}, err
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Payout, error) { return scanPayout(row) })
+	return paged(list, f.Limit, func(p Payout) keyset { return keyset{p.CreatedAt, p.ID} }), err
+}
+
+// paged is the first limit of list (which has up to limit+1 rows), with a cursor when there are more.
+func paged[T any](list []T, limit int, key func(T) keyset) Page[T] {
+	if list == nil {
+		list = []T{}
+	}
+	if len(list) <= limit {
+		return Page[T]{Data: list}
+	}
+	next := key(list[limit-1]).cursor()
+	return Page[T]{Data: list[:limit], NextCursor: &next}
+}
+
