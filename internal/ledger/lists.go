@@ -132,4 +132,3 @@ func paged[T any](list []T, limit int, key func(T) keyset) Page[T] {
 	next := key(list[limit-1]).cursor()
 	return Page[T]{Data: list[:limit], NextCursor: &next}
 }
-
