@@ -21,10 +21,11 @@ import (
 const WebhookBatchSize = 100
 
 // WebhookBatch is what one pass over an endpoint's pending deliveries did: how many it
-// delivered; whether the batch was full (more may wait); whether the endpoint is gone (deleted:
+// delivered, and the status the last delivery got; whether the batch was full (more may wait); whether the endpoint is gone (deleted:
 // its deliveries were canceled); and, when the endpoint did not take an event, that attempt.
 type WebhookBatch struct {
 	Delivered int
+	Status    int // the HTTP status of the last delivery (a 2xx)
 	More      bool
 	Deleted   bool
 	Failed    *WebhookAttempt
@@ -70,7 +71,7 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, endpoint string) (Webh
 			return out, err
 		}
 		if canceled { // the endpoint was deleted while this batch ran: send it nothing more
-			return WebhookBatch{Delivered: out.Delivered, Deleted: true}, nil
+			return WebhookBatch{Delivered: out.Delivered, Status: out.Status, Deleted: true}, nil
 		}
 		if !delivered {
 			out.More = false
@@ -79,7 +80,7 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, endpoint string) (Webh
 				"status", status, "problem", problem, "attempts", d.Attempts+1)
 			return out, nil
 		}
-		out.Delivered++
+		out.Delivered, out.Status = out.Delivered+1, status
 	}
 	return out, nil
 }

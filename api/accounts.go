@@ -89,11 +89,8 @@ func (s *Server) listEntries(c echo.Context) error {
 		return err
 	}
 	page, err := s.Ledger.Entries(ctx, c.Param("id"), c.QueryParam("cursor"), limit)
-	if errors.Is(err, ledger.ErrBadCursor) {
-		return problem.Invalid("cursor is not one this API returned", problem.FieldError{Field: "cursor", Message: "invalid"})
-	}
 	if err != nil {
-		return err
+		return listError(err)
 	}
 	return c.JSON(http.StatusOK, page)
 }

@@ -73,6 +73,7 @@ func (s *Server) listFilter(c echo.Context, statuses []string) (ledger.Filter, e
 	return f, nil
 }
 
+// listError answers a cursor a list did not make as 400; other errors as they are.
 func listError(err error) error {
 	if errors.Is(err, ledger.ErrBadCursor) {
 		return problem.Invalid("cursor is not one this API returned", problem.FieldError{Field: "cursor", Message: "invalid"})

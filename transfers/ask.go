@@ -65,8 +65,6 @@ func (s *Service) ask(ctx context.Context, in workflows.TransferInput) (workflow
 	// Join the run already there, if any: the update's validator refuses it when it posts
 	// another transfer, and the start's ID reuse policy still never repeats a completed run.
 	opts.WorkflowIDConflictPolicy = enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
-	opts.WorkflowExecutionErrorWhenAlreadyStarted = false
-	opts.EnableEagerStart = false
 	start := s.Temporal.NewWithStartWorkflowOperation(opts, workflows.Transfer, in)
 	h, err := s.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,

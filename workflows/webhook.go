@@ -21,7 +21,7 @@ type WebhookInput struct {
 }
 
 // Search attributes of a delivery workflow: its endpoint, and the event type and HTTP status of
-// its latest attempt that did not deliver (0: no answer; 200 again once it delivers).
+// its latest attempt that did not deliver (0: no answer), then the 2xx once one delivers again.
 var (
 	WebhookEndpoint  = temporal.NewSearchAttributeKeyKeyword("WebhookEndpoint")
 	WebhookEventType = temporal.NewSearchAttributeKeyKeyword("WebhookEventType")
@@ -79,7 +79,7 @@ func WebhookDelivery(ctx workflow.Context, in WebhookInput) error {
 		}
 		if b.Delivered > 0 && in.Attempt > 0 { // the event it was stuck on went through
 			in.FailingSince, in.Attempt = time.Time{}, 0
-			_ = workflow.UpsertTypedSearchAttributes(ctx, WebhookStatus.ValueSet(200))
+			_ = workflow.UpsertTypedSearchAttributes(ctx, WebhookStatus.ValueSet(int64(b.Status)))
 		}
 		if b.Failed != nil {
 			if err := retryLater(ctx, &in, *b.Failed, retryFor); err != nil {

@@ -76,10 +76,10 @@ func TestDeliveryRecoversThenEndsWhenDeleted(t *testing.T) {
 			return notTaken, nil
 		case 4: // evt_1 goes through, the next is refused
 			b := notTaken
-			b.Delivered = 1
+			b.Delivered, b.Status = 1, 202
 			return b, nil
 		case 5:
-			return activities.WebhookBatch{Delivered: 3}, nil
+			return activities.WebhookBatch{Delivered: 3, Status: 204}, nil
 		default:
 			return activities.WebhookBatch{Deleted: true}, nil
 		}
@@ -92,8 +92,8 @@ func TestDeliveryRecoversThenEndsWhenDeleted(t *testing.T) {
 	if wait := at[4].Sub(at[3]); wait != time.Second {
 		t.Errorf("a new event refused waited %s before its second attempt, want 1s (a streak of its own)", wait)
 	}
-	if status, _ := sa.GetInt64(WebhookStatus); status != 200 {
-		t.Errorf("WebhookStatus %d after a delivery, want 200", status)
+	if status, _ := sa.GetInt64(WebhookStatus); status != 204 {
+		t.Errorf("WebhookStatus %d after a delivery answered 204, want 204", status)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/payments/payments/internal/database"
 )
 
 // Types of event (docs/contract.md §7): one per state change of a transfer, payout or payin.
@@ -41,7 +43,17 @@ type Event struct {
 
 // eventsLock is the key of the transaction-scoped advisory lock under which events take their
 // seq: held from then until commit, it makes seq order the order in which events commit.
-const eventsLock = 0x657674 // "evt"
+// Creating and deleting a webhook endpoint take it too (lockEvents).
+const (
+	eventsLock    = 0x657674 // "evt"
+	lockEventsSQL = `SELECT pg_advisory_xact_lock($1)`
+)
+
+// lockEvents takes the events lock for the rest of tx.
+func lockEvents(ctx context.Context, tx database.Querier) error {
+	_, err := tx.Exec(ctx, lockEventsSQL, eventsLock)
+	return err
+}
 
 // change is an event a transaction appends: of type typ, about the object with id objectID
 // (shown as it is now), seen by the owners of accounts.
@@ -95,11 +107,13 @@ func flushEvents(ctx context.Context, tx pgx.Tx, o *outbox) ([]string, error) {
 	if len(o.changes) == 0 {
 		return nil, nil
 	}
-	var ids, types, objects []string
-	var bodies [][]byte
-	var accounts [][]string
+	// One round trip: the lock, then the inserts, so that the lock is held for little more than
+	// the commit.
+	batch := &pgx.Batch{}
+	batch.Queue(lockEventsSQL, eventsLock)
+	var woken []string
 	now := UTC(time.Now())
-	for _, c := range o.changes {
+	for _, c := range o.changes { // few per transaction: one, or two when a payout's hold and answer commit together
 		obj, err := json.Marshal(c.object)
 		if err != nil {
 			return nil, fmt.Errorf("event %s of %s: %w", c.typ, c.objectID, err)
@@ -110,15 +124,6 @@ func flushEvents(ctx context.Context, tx pgx.Tx, o *outbox) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		ids, types, objects, bodies = append(ids, ev.ID), append(types, c.typ), append(objects, c.objectID), append(bodies, body)
-		accounts = append(accounts, c.accounts)
-	}
-	// One round trip: the lock, then the inserts, so that the lock is held for little more than
-	// the commit.
-	batch := &pgx.Batch{}
-	batch.Queue(`SELECT pg_advisory_xact_lock($1)`, eventsLock)
-	var woken []string
-	for i := range ids { // few per transaction: one, or two when a payout's hold and answer commit together
 		batch.Queue(`
 			WITH ev AS (
 				INSERT INTO events (seq, id, type, object_id, body, created_at)
@@ -132,7 +137,7 @@ func flushEvents(ctx context.Context, tx pgx.Tx, o *outbox) ([]string, error) {
 			INSERT INTO webhook_deliveries (endpoint_id, event_seq)
 			SELECT w.id, seen.event_seq FROM webhook_endpoints w JOIN seen ON w.owner_id = seen.owner_id
 			WHERE w.deleted_at IS NULL AND (w.event_types @> ARRAY['*'] OR w.event_types @> ARRAY[$2::text])
-			RETURNING endpoint_id`, ids[i], types[i], objects[i], bodies[i], now, accounts[i]).
+			RETURNING endpoint_id`, ev.ID, c.typ, c.objectID, body, now, c.accounts).
 			Query(func(rows pgx.Rows) error {
 				endpoints, err := pgx.CollectRows(rows, pgx.RowTo[string])
 				woken = append(woken, endpoints...)

@@ -70,65 +70,55 @@ func (f Filter) bounds() (after, before time.Time) {
 // reads the newest of its debits and of its credits from their indexes, without sorting the
 // account's history; a transfer between two of the owner's accounts is listed once.
 func (l *Ledger) Transfers(ctx context.Context, ownerID string, f Filter) (Page[Transfer], error) {
-	k, err := parseCursor(f.Cursor)
-	if err != nil {
-		return Page[Transfer]{}, err
-	}
-	after, before := f.bounds()
-	cols := qualified("t", transferColumns)
 	side := func(column, exclude string) string {
-		return `(SELECT ` + cols + ` FROM transfers t WHERE t.` + column + ` = a.id AND t.kind = 'transfer'
-			AND ($3 = '' OR t.status = $3) AND t.created_at > $4 AND t.created_at < $5
+		return `(SELECT ` + qualified("t", transferColumns) + ` FROM transfers t WHERE t.` + column + ` = a.id
+			AND t.kind = 'transfer' AND ($3 = '' OR t.status = $3) AND t.created_at > $4 AND t.created_at < $5
 			AND (t.created_at, t.id) < ($6, $7)` + exclude + `
 			ORDER BY t.created_at DESC, t.id DESC LIMIT $8)`
 	}
-	rows, err := l.DB.Query(ctx, `
-		SELECT x.* FROM accounts a CROSS JOIN LATERAL (`+
-		side("from_account_id", "")+` UNION ALL `+
+	return list(ctx, l, ownerID, f, side("from_account_id", "")+` UNION ALL `+
 		side("to_account_id", ` AND NOT EXISTS (SELECT 1 FROM accounts f WHERE f.id = t.from_account_id
-			AND f.owner_id = $1 AND ($2 = '' OR f.id = $2))`)+`) x
-		WHERE a.owner_id = $1 AND ($2 = '' OR a.id = $2)
-		ORDER BY x.created_at DESC, x.id DESC LIMIT $8`,
-		ownerID, f.AccountID, f.Status, after, before, k.at, k.id, f.Limit+1)
-	if err != nil {
-		return Page[Transfer]{}, err
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Transfer, error) { return scanTransfer(row) })
-	return paged(list, f.Limit, func(t Transfer) keyset { return keyset{t.CreatedAt, t.ID} }), err
+			AND f.owner_id = $1 AND ($2 = '' OR f.id = $2))`),
+		func(row pgx.CollectableRow) (Transfer, error) { return scanTransfer(row) },
+		func(t Transfer) keyset { return keyset{t.CreatedAt, t.ID} })
 }
 
 // Payouts lists the payouts of ownerID's accounts (or f.AccountID, one of them), newest first,
 // by keyset, each account's read from its index.
 func (l *Ledger) Payouts(ctx context.Context, ownerID string, f Filter) (Page[Payout], error) {
+	return list(ctx, l, ownerID, f, `SELECT `+qualified("p", payoutColumns)+` FROM payouts p WHERE p.account_id = a.id
+			AND ($3 = '' OR p.status = $3) AND p.created_at > $4 AND p.created_at < $5
+			AND (p.created_at, p.id) < ($6, $7)
+			ORDER BY p.created_at DESC, p.id DESC LIMIT $8`,
+		func(row pgx.CollectableRow) (Payout, error) { return scanPayout(row) },
+		func(p Payout) keyset { return keyset{p.CreatedAt, p.ID} })
+}
+
+// list runs perAccount (rows of one account a, newest first, taking $1 owner, $2 account_id,
+// $3 status, $4 and $5 the window, $6 and $7 the cursor, $8 the page size) for each of ownerID's
+// accounts that f admits, and returns the newest page of what they found.
+func list[T any](ctx context.Context, l *Ledger, ownerID string, f Filter, perAccount string,
+	scan pgx.RowToFunc[T], key func(T) keyset) (Page[T], error) {
 	k, err := parseCursor(f.Cursor)
 	if err != nil {
-		return Page[Payout]{}, err
+		return Page[T]{}, err
 	}
 	after, before := f.bounds()
 	rows, err := l.DB.Query(ctx, `
-		SELECT x.* FROM accounts a CROSS JOIN LATERAL (
-			SELECT `+qualified("p", payoutColumns)+` FROM payouts p WHERE p.account_id = a.id
-			AND ($3 = '' OR p.status = $3) AND p.created_at > $4 AND p.created_at < $5
-			AND (p.created_at, p.id) < ($6, $7)
-			ORDER BY p.created_at DESC, p.id DESC LIMIT $8) x
+		SELECT x.* FROM accounts a CROSS JOIN LATERAL (`+perAccount+`) x
 		WHERE a.owner_id = $1 AND ($2 = '' OR a.id = $2)
 		ORDER BY x.created_at DESC, x.id DESC LIMIT $8`,
 		ownerID, f.AccountID, f.Status, after, before, k.at, k.id, f.Limit+1)
 	if err != nil {
-		return Page[Payout]{}, err
+		return Page[T]{}, err
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Payout, error) { return scanPayout(row) })
-	return paged(list, f.Limit, func(p Payout) keyset { return keyset{p.CreatedAt, p.ID} }), err
-}
-
-// paged is the first limit of list (which has up to limit+1 rows), with a cursor when there are more.
-func paged[T any](list []T, limit int, key func(T) keyset) Page[T] {
-	if list == nil {
-		list = []T{}
+	found, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return Page[T]{}, err
 	}
-	if len(list) <= limit {
-		return Page[T]{Data: list}
+	if len(found) <= f.Limit {
+		return Page[T]{Data: append([]T{}, found...)}, nil
 	}
-	next := key(list[limit-1]).cursor()
-	return Page[T]{Data: list[:limit], NextCursor: &next}
+	next := key(found[f.Limit-1]).cursor()
+	return Page[T]{Data: found[:f.Limit], NextCursor: &next}, nil
 }

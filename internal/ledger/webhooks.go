@@ -24,7 +24,7 @@ type Endpoint struct {
 // request's idempotency record). It takes the events lock, so that the endpoint receives exactly
 // the events that commit after it: none that was being written as it was created.
 func CreateEndpoint(ctx context.Context, tx database.Querier, ownerID string, e Endpoint) (Endpoint, error) {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, eventsLock); err != nil {
+	if err := lockEvents(ctx, tx); err != nil {
 		return e, err
 	}
 	err := tx.QueryRow(ctx, `INSERT INTO webhook_endpoints (id, owner_id, url, event_types, secret)
@@ -54,7 +54,7 @@ func (l *Ledger) Endpoints(ctx context.Context, ownerID string) ([]Endpoint, err
 func (l *Ledger) DeleteEndpoint(ctx context.Context, ownerID, id string) error {
 	return l.InTx(ctx, func(tx pgx.Tx) error {
 		// Under the events lock, no event is between queueing a delivery for it and its commit.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, eventsLock); err != nil {
+		if err := lockEvents(ctx, tx); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, `UPDATE webhook_endpoints SET deleted_at = now()
