@@ -28,6 +28,10 @@ type Posting struct {
 	Route       string
 	Key         string
 	ReplayFor   Duration // how long the stored answer is replayed
+	// Kind is ledger.KindRefund for a refund (of RefundOf), empty for a transfer.
+	Kind     string            `json:",omitempty"`
+	RefundOf string            `json:",omitempty"`
+	Metadata map[string]string `json:",omitempty"`
 }
 
 // Scope is the idempotency scope the transfer was requested in.
@@ -41,6 +45,7 @@ func (p Posting) Ledger(run string) ledger.Posting {
 		TransferID: p.TransferID, WorkflowID: p.WorkflowID,
 		From: p.From, To: p.To, AmountMinor: p.AmountMinor, Currency: p.Currency,
 		Description: p.Description, Scope: p.Scope(), ReplayFor: time.Duration(p.ReplayFor), RunID: run,
+		Kind: p.Kind, RefundOf: p.RefundOf, Metadata: p.Metadata,
 	}
 }
 

@@ -26,7 +26,7 @@ func (s *Server) createAccount(c echo.Context) error {
 		return err
 	}
 	answer, replayed, _, err := s.createOnce(c, scope, fp, "acc_", func(tx pgx.Tx, id string) (idempotency.Response, error) {
-		acc, err := ledger.CreateAccount(c.Request().Context(), tx, id, owner(c), req.Currency, req.Name)
+		acc, err := ledger.CreateAccount(c.Request().Context(), tx, id, owner(c), req.Currency, req.Name, req.Metadata)
 		return jsonAnswer(http.StatusCreated, "/v1/accounts/"+acc.ID, acc), err
 	})
 	if err != nil {

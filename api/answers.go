@@ -16,6 +16,9 @@ import (
 // 201 with the transfer, or 422 insufficient-funds naming it. The ledger stores it in the
 // posting's transaction (ledger.Answer), and it is replayed byte for byte.
 func TransferAnswer(t ledger.Transfer) idempotency.Response {
+	if t.Kind == ledger.KindRefund {
+		return refundAnswer(ledger.RefundView(t))
+	}
 	if t.Status == transfer.Rejected {
 		p := problem.New(http.StatusUnprocessableEntity, "insufficient-funds",
 			fmt.Sprintf("account %s cannot cover %d %s", t.FromAccountID, t.AmountMinor, t.Currency))
@@ -25,9 +28,34 @@ func TransferAnswer(t ledger.Transfer) idempotency.Response {
 	return transferResponse(http.StatusCreated, t)
 }
 
-// pendingAnswer is the 202 for a transfer still running after PAYMENTS_SYNC_WAIT. It is not
-// stored: the final answer replaces it.
+// refundAnswer is the answer to a refund in a final state, as POST /v1/transfers/{id}/refunds
+// gives it: 201 with the refund, or 422 naming it and why it was refused. Stored with the
+// refund's posting (through TransferAnswer) and replayed byte for byte.
+func refundAnswer(r ledger.Refund) idempotency.Response {
+	if r.Status != transfer.Rejected {
+		return jsonAnswer(http.StatusCreated, "/v1/refunds/"+r.ID, r)
+	}
+	var p *problem.Problem
+	switch reason := *r.FailureReason; reason {
+	case ledger.ReasonRefundExceeds:
+		p = problem.New(http.StatusUnprocessableEntity, "refund-exceeds-transfer",
+			fmt.Sprintf("transfer %s has less than %d %s left to refund", r.TransferID, r.AmountMinor, r.Currency))
+	case ledger.ReasonNotRefundable:
+		p = problem.New(http.StatusUnprocessableEntity, "transfer-not-refundable", "transfer "+r.TransferID+" is not completed")
+	default:
+		p = problem.New(http.StatusUnprocessableEntity, "insufficient-funds",
+			fmt.Sprintf("the destination account of transfer %s cannot cover %d %s", r.TransferID, r.AmountMinor, r.Currency))
+	}
+	p.RefundID, p.TransferID = r.ID, r.TransferID
+	return idempotency.Response{Status: p.Status, ContentType: problem.ContentType, Body: p.Body()}
+}
+
+// pendingAnswer is the 202 for a transfer or refund still running after PAYMENTS_SYNC_WAIT. It
+// is not stored: the final answer replaces it.
 func pendingAnswer(t ledger.Transfer) idempotency.Response {
+	if t.Kind == ledger.KindRefund {
+		return jsonAnswer(http.StatusAccepted, "/v1/refunds/"+t.ID, ledger.RefundView(t))
+	}
 	return transferResponse(http.StatusAccepted, t)
 }
 

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -42,6 +43,11 @@ func problemFor(err error) *problem.Problem {
 		p.RetryAfter = 1
 		p.WorkflowID = inUse.WorkflowID
 		p.SetResource(inUse.ID)
+		return p
+	case errors.As(err, &failed) && strings.HasPrefix(failed.TransferID, "rf_"):
+		p = problem.New(http.StatusInternalServerError, "refund-failed",
+			"the refund failed after its retries and moved no money; retry with the same Idempotency-Key to run it again")
+		p.RefundID, p.WorkflowID = failed.TransferID, failed.WorkflowID
 		return p
 	case errors.As(err, &failed):
 		p = problem.New(http.StatusInternalServerError, "transfer-failed",

@@ -39,7 +39,7 @@ func (s *Server) createPayout(c echo.Context) error {
 	}
 	answer, err := s.Payouts.Submit(ctx, payouts.Request{
 		Scope: scope, Fingerprint: fp, AccountID: acc.ID, AmountMinor: req.AmountMinor, Currency: req.Currency,
-		Destination: bank.Destination(req.Destination), Description: req.Description,
+		Destination: bank.Destination(req.Destination), Description: req.Description, Metadata: req.Metadata,
 	})
 	if answer.PayoutID != "" { // for the request log
 		c.Set(ctxWorkflowID, scope.WorkflowID())

@@ -84,6 +84,8 @@ func (s *Server) Handler() *echo.Echo {
 	v1.POST("/transfers", s.createTransfer)
 	v1.GET("/transfers", s.listTransfers)
 	v1.GET("/transfers/:id", s.getTransfer)
+	v1.POST("/transfers/:id/refunds", s.createRefund)
+	v1.GET("/refunds/:id", s.getRefund)
 	v1.POST("/payouts", s.createPayout)
 	v1.GET("/payouts", s.listPayouts)
 	v1.GET("/payouts/:id", s.getPayout)

@@ -107,7 +107,7 @@ func (s *Server) createTransfer(c echo.Context) error {
 	}
 	answer, err := s.Transfers.Submit(ctx, transfers.Request{
 		Scope: scope, Fingerprint: fp, From: from.ID, To: to.ID,
-		AmountMinor: req.AmountMinor, Currency: req.Currency, Description: req.Description,
+		AmountMinor: req.AmountMinor, Currency: req.Currency, Description: req.Description, Metadata: req.Metadata,
 	})
 	if answer.TransferID != "" { // for the request log
 		c.Set(ctxWorkflowID, scope.WorkflowID())

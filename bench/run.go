@@ -156,7 +156,7 @@ func (r *run) setup(ctx context.Context) error {
 	fmt.Fprintf(r.cfg.Progress, "==> Opening and funding %d accounts for owner %s\n", 2*r.cfg.Clients+2, r.ownerID)
 	svc := app.New(r.t.DB, r.t.Temporal, app.Settings{SyncWait: time.Minute, TTL: 24 * time.Hour, RetryFor: 2 * time.Minute}, nil, nil).Transfers
 	open := func(amount int64) (string, error) {
-		acc, err := ledger.CreateAccount(ctx, r.t.DB, ledger.NewID("acc_"), r.ownerID, "USD", "bench")
+		acc, err := ledger.CreateAccount(ctx, r.t.DB, ledger.NewID("acc_"), r.ownerID, "USD", "bench", nil)
 		if err != nil {
 			return "", err
 		}

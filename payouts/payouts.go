@@ -49,6 +49,7 @@ type Request struct {
 	Currency    string
 	Destination bank.Destination
 	Description string
+	Metadata    map[string]string
 }
 
 // Answer is how a submission ended: the first answer as stored (Response), or, when the money
@@ -167,7 +168,8 @@ func (s *Service) claim(ctx context.Context, r Request) (in workflows.PayoutInpu
 			return err
 		}
 		return ledger.InsertPayout(ctx, tx, ledger.Payout{ID: in.PayoutID, AccountID: in.AccountID, AmountMinor: in.AmountMinor,
-			Currency: in.Currency, Destination: in.Destination, Description: in.Description, WorkflowID: in.WorkflowID})
+			Currency: in.Currency, Destination: in.Destination, Description: in.Description, WorkflowID: in.WorkflowID,
+			Metadata: in.Metadata})
 	})
 	return in, rec, created && err == nil, err
 }
@@ -177,7 +179,7 @@ func (s *Service) input(r Request, payoutID string) workflows.PayoutInput {
 		PayoutHold: activities.PayoutHold{PayoutID: payoutID, OwnerID: r.Scope.OwnerID, Route: r.Scope.Route,
 			Key: r.Scope.Key, ReplayFor: activities.Duration(s.TTL)},
 		WorkflowID: r.Scope.WorkflowID(), AccountID: r.AccountID, AmountMinor: r.AmountMinor, Currency: r.Currency,
-		Destination: r.Destination, Description: r.Description,
+		Destination: r.Destination, Description: r.Description, Metadata: r.Metadata,
 		RetryFor: activities.Duration(s.RetryFor), BankRetryFor: activities.Duration(s.BankRetryFor),
 		PollAfter: activities.Duration(s.PollAfter), ReturnWindow: activities.Duration(s.ReturnWindow),
 	}
@@ -196,6 +198,7 @@ func (s *Service) operation(in workflows.PayoutInput) runs.Operation {
 			EnableEagerStart:      s.Eager,
 			TypedSearchAttributes: workflows.PayoutSearchAttributes(in),
 			StaticSummary:         workflows.PayoutSummary(in),
+			Memo:                  workflows.MetadataMemo(in.Metadata),
 		},
 		Workflow: workflows.Payout,
 		Input:    in,
@@ -364,7 +367,7 @@ func (s *Service) restart(ctx context.Context, po ledger.Payout) (string, error)
 		return "stopped", nil
 	}
 	op := s.operation(s.input(Request{Scope: scope, AccountID: po.AccountID, AmountMinor: po.AmountMinor, Currency: po.Currency,
-		Destination: po.Destination, Description: po.Description}, po.ID))
+		Destination: po.Destination, Description: po.Description, Metadata: po.Metadata}, po.ID))
 	_, err = op.Start(ctx) // a run of an earlier use of the key may hold the ID: Start sorts it out
 	var inUse *runs.InUseError
 	if errors.As(err, &inUse) {

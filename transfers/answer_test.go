@@ -69,8 +69,8 @@ func TestPendingAnswerOfAFinishedTransferIsItsFinalAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	from, _ := ledger.CreateAccount(ctx, l.DB, ledger.NewID("acc_"), ownerID, "USD", "")
-	to, _ := ledger.CreateAccount(ctx, l.DB, ledger.NewID("acc_"), ownerID, "USD", "")
+	from, _ := ledger.CreateAccount(ctx, l.DB, ledger.NewID("acc_"), ownerID, "USD", "", nil)
+	to, _ := ledger.CreateAccount(ctx, l.DB, ledger.NewID("acc_"), ownerID, "USD", "", nil)
 	s := &Service{Ledger: l, TTL: time.Hour, Answer: answer}
 	deposit := idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteDeposit, Key: "d"}
 	if _, _, err := l.Post(ctx, ledger.Posting{TransferID: deposit.TransferID(0), WorkflowID: deposit.WorkflowID(),

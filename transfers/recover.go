@@ -47,8 +47,7 @@ func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (ac
 				res.Skipped++
 				continue
 			}
-			in := s.input(Request{Scope: scope, From: t.FromAccountID, To: t.ToAccountID, AmountMinor: t.AmountMinor,
-				Currency: t.Currency, Description: t.Description}, t.ID)
+			in := s.input(requestOf(scope, t), t.ID)
 			outcome, err := s.resolve(ctx, in)
 			switch {
 			case err != nil: // one claim that cannot be resolved now does not hold up the others

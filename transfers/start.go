@@ -29,6 +29,7 @@ func (s *Service) operation(in workflows.TransferInput) runs.Operation {
 			EnableEagerStart:      s.Eager,
 			TypedSearchAttributes: workflows.SearchAttributes(in),
 			StaticSummary:         workflows.Summary(in),
+			Memo:                  workflows.MetadataMemo(in.Metadata),
 		},
 		Workflow: workflows.Transfer,
 		Input:    in,

@@ -40,7 +40,8 @@ type Service struct {
 	Listener *runs.Listener
 }
 
-// Request is a transfer whose accounts and currency the caller has already checked.
+// Request is a transfer, or a refund of one, whose accounts and currency the caller has already
+// checked.
 type Request struct {
 	Scope       idempotency.Scope
 	Fingerprint []byte
@@ -48,6 +49,26 @@ type Request struct {
 	AmountMinor int64
 	Currency    string
 	Description string
+	Metadata    map[string]string
+	RefundOf    string // the transfer a refund gives money back from; empty for a transfer
+}
+
+// id is the id of the transfer or refund made by the use-th operation in r's scope.
+func (r Request) id(use int) string {
+	if r.RefundOf != "" {
+		return r.Scope.RefundID(use)
+	}
+	return r.Scope.TransferID(use)
+}
+
+// requestOf is the request that made t under scope, as the ledger holds it.
+func requestOf(scope idempotency.Scope, t ledger.Transfer) Request {
+	r := Request{Scope: scope, From: t.FromAccountID, To: t.ToAccountID, AmountMinor: t.AmountMinor,
+		Currency: t.Currency, Description: t.Description, Metadata: t.Metadata}
+	if t.RefundOf != nil {
+		r.RefundOf = *t.RefundOf
+	}
+	return r
 }
 
 // InUseError is runs.InUseError: the key's operation (or an earlier use's run) is still going.
@@ -128,7 +149,7 @@ func (s *Service) afterWait(ctx context.Context, in workflows.TransferInput, run
 	case runs.Ended(err):
 		return s.ended(ctx, in, run.GetRunID(), answer)
 	case runs.TimedOut(err) && ctx.Err() == nil:
-		if t, err = s.Ledger.Transfer(ctx, "", in.TransferID); err != nil {
+		if t, err = s.Ledger.Requested(ctx, in.TransferID); err != nil {
 			return answer, database.Outage(err)
 		}
 		if created { // the first request: 202, the transfer still running
@@ -172,15 +193,19 @@ func (s *Service) settled(ctx context.Context, in workflows.TransferInput, t led
 }
 
 func (s *Service) input(r Request, transferID string) workflows.TransferInput {
-	return workflows.TransferInput{
+	in := workflows.TransferInput{
 		Posting: activities.Posting{
 			TransferID: transferID, WorkflowID: r.Scope.WorkflowID(),
 			From: r.From, To: r.To, AmountMinor: r.AmountMinor, Currency: r.Currency, Description: r.Description,
 			OwnerID: r.Scope.OwnerID, Route: r.Scope.Route, Key: r.Scope.Key,
-			ReplayFor: activities.Duration(s.TTL),
+			ReplayFor: activities.Duration(s.TTL), Metadata: r.Metadata, RefundOf: r.RefundOf,
 		},
 		RetryFor: activities.Duration(s.RetryFor),
 	}
+	if r.RefundOf != "" {
+		in.Kind = ledger.KindRefund
+	}
+	return in
 }
 
 // claim writes the idempotency record and the pending transfer in one transaction, so the
@@ -193,7 +218,7 @@ func (s *Service) claim(ctx context.Context, r Request) (in workflows.TransferIn
 		if err != nil {
 			return err
 		}
-		rec, created, err = idempotency.Claim(ctx, tx, r.Scope, r.Fingerprint, r.Scope.TransferID(uses))
+		rec, created, err = idempotency.Claim(ctx, tx, r.Scope, r.Fingerprint, r.id(uses))
 		in = s.input(r, rec.ResourceID)
 		if err != nil || !created {
 			return err

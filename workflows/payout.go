@@ -25,6 +25,7 @@ type PayoutInput struct {
 	Currency     string
 	Destination  bank.Destination
 	Description  string
+	Metadata     map[string]string   `json:",omitempty"` // the client's; in the run's memo, never in its search attributes
 	RetryFor     activities.Duration // how long holding the money retries technical failures
 	BankRetryFor activities.Duration // how long to keep giving the bank the instruction before the run fails
 	PollAfter    activities.Duration // how long to wait for the bank's callback before asking it

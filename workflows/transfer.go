@@ -54,9 +54,25 @@ func SearchAttributes(in TransferInput) temporal.SearchAttributes {
 	)
 }
 
-// Summary is the one line the Temporal UI shows for a transfer.
+// Summary is the one line the Temporal UI shows for a transfer or a refund. It never holds the
+// client's metadata (which may be personal data): the run's memo does (MetadataMemo).
 func Summary(in TransferInput) string {
-	return fmt.Sprintf("%s %s minor from %s to %s", groupThousands(in.AmountMinor), in.Currency, in.From, in.To)
+	line := fmt.Sprintf("%s %s minor from %s to %s", groupThousands(in.AmountMinor), in.Currency, in.From, in.To)
+	if in.RefundOf != "" {
+		line = "refund of " + in.RefundOf + ": " + line
+	}
+	return line
+}
+
+// MetadataMemo is the memo that shows a run's metadata in the Temporal UI, or nil for none.
+// A memo is shown with the run and cannot be searched on: metadata may hold personal data, so
+// it never goes into search attributes, which are indexed, or into the summary, which lists
+// show.
+func MetadataMemo(metadata map[string]string) map[string]any {
+	if len(metadata) == 0 {
+		return nil
+	}
+	return map[string]any{"metadata": metadata}
 }
 
 func groupThousands(n int64) string {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -37,7 +38,7 @@ func decode(body []byte, dst any) error {
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return problem.Invalid("the request body must be a JSON object")
 	}
-	if err := checkMembers(dec, reflect.TypeOf(dst).Elem()); err != nil {
+	if err := checkMembers(dec, reflect.TypeOf(dst).Elem(), ""); err != nil {
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -54,8 +55,9 @@ func decode(body []byte, dst any) error {
 
 // checkMembers reads the rest of an object whose '{' was just read, checking its member names
 // against t (a struct's json names, a map's any names, anything for another type) and the
-// values nested in it.
-func checkMembers(dec *json.Decoder, t reflect.Type) error {
+// values nested in it. path is the object's place in the body ("" at the top, "metadata." in a
+// member "metadata"), for naming a field in an error.
+func checkMembers(dec *json.Decoder, t reflect.Type, path string) error {
 	fields := jsonFields(t)
 	seen := map[string]bool{}
 	for dec.More() {
@@ -76,10 +78,18 @@ func checkMembers(dec *json.Decoder, t reflect.Type) error {
 			if elem, ok = fields[name]; !ok {
 				return unknownField(name, fields)
 			}
+		case t != nil && t.Kind() == reflect.Map && t.Elem().Kind() == reflect.String:
+			// encoding/json would take null for "": a map's value is a string or it is refused.
+			if tok, err := dec.Token(); err != nil {
+				return syntaxError(err)
+			} else if _, ok := tok.(string); !ok {
+				return problem.Invalid("a field has the wrong type", problem.FieldError{Field: path + name, Message: "must be a JSON string"})
+			}
+			continue
 		case t != nil && t.Kind() == reflect.Map:
 			elem = t.Elem()
 		}
-		if err := checkValue(dec, elem); err != nil {
+		if err := checkValue(dec, elem, path+name+"."); err != nil {
 			return err
 		}
 	}
@@ -87,8 +97,8 @@ func checkMembers(dec *json.Decoder, t reflect.Type) error {
 	return syntaxError(err)
 }
 
-// checkValue reads one value, checking the member names of any object in it against t.
-func checkValue(dec *json.Decoder, t reflect.Type) error {
+// checkValue reads one value at path, checking the member names of any object in it against t.
+func checkValue(dec *json.Decoder, t reflect.Type, path string) error {
 	tok, err := dec.Token()
 	if err != nil {
 		return syntaxError(err)
@@ -98,14 +108,14 @@ func checkValue(dec *json.Decoder, t reflect.Type) error {
 	}
 	switch tok {
 	case json.Delim('{'):
-		return checkMembers(dec, t)
+		return checkMembers(dec, t, path)
 	case json.Delim('['):
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
 		for dec.More() {
-			if err := checkValue(dec, elem); err != nil {
+			if err := checkValue(dec, elem, path); err != nil {
 				return err
 			}
 		}
@@ -219,6 +229,41 @@ func (f *fields) text(field, value string, max int) {
 	}
 }
 
+// Limits of metadata (docs/contract.md §8).
+const (
+	MaxMetadataKeys  = 20
+	MaxMetadataKey   = 40
+	MaxMetadataValue = 500
+)
+
+// metadata checks a metadata map: at most MaxMetadataKeys keys, each of 1 to MaxMetadataKey
+// characters, each value at most MaxMetadataValue, none holding NUL. Errors are listed in key
+// order, so that one request always gets one answer. An empty map is none: {} and no metadata
+// are the same request.
+func (f *fields) metadata(mp *map[string]string) {
+	m := *mp
+	if len(m) == 0 {
+		*mp = nil
+		return
+	}
+	if len(m) > MaxMetadataKeys {
+		f.add("metadata", "must have at most %d keys, not %d", MaxMetadataKeys, len(m))
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		field := "metadata." + k
+		switch {
+		case k == "":
+			f.add("metadata", "keys must not be empty")
+		case utf8.RuneCountInString(k) > MaxMetadataKey:
+			f.add(field, "key must be at most %d characters", MaxMetadataKey)
+		case strings.ContainsRune(k, 0):
+			f.add(field, "key must not contain the NUL character")
+		}
+		f.text(field, m[k], MaxMetadataValue)
+	}
+}
+
 // id checks a required identifier.
 func (f *fields) id(field, value string) {
 	if value == "" {
@@ -235,6 +280,9 @@ type Transfer struct {
 	AmountMinor   int64  `json:"amount_minor"`
 	Currency      string `json:"currency"`
 	Description   string `json:"description,omitempty"`
+	// Metadata is omitempty too, so that the fingerprints of requests made before metadata
+	// existed are those of the same requests now.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // DecodeTransfer decodes and validates a transfer request and returns its fingerprint.
@@ -252,13 +300,15 @@ func DecodeTransfer(body []byte) (Transfer, []byte, error) {
 	f.amount(req.AmountMinor)
 	f.currency(req.Currency)
 	f.text("description", req.Description, 140)
+	f.metadata(&req.Metadata)
 	return fingerprinted(req, f, idempotency.RouteTransfers)
 }
 
 // Account is a POST /v1/accounts body, decoded once: executed and fingerprinted.
 type Account struct {
-	Currency string `json:"currency"`
-	Name     string `json:"name,omitempty"`
+	Currency string            `json:"currency"`
+	Name     string            `json:"name,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // DecodeAccount decodes and validates an account request and returns its fingerprint.
@@ -270,6 +320,7 @@ func DecodeAccount(body []byte) (Account, []byte, error) {
 	var f fields
 	f.currency(req.Currency)
 	f.text("name", req.Name, 100)
+	f.metadata(&req.Metadata)
 	return fingerprinted(req, f, idempotency.RouteAccounts)
 }
 
@@ -284,11 +335,12 @@ func fingerprinted[R any](req R, f fields, route string) (R, []byte, error) {
 
 // Payout is a POST /v1/payouts body, decoded once: executed and fingerprinted.
 type Payout struct {
-	AccountID   string      `json:"account_id"`
-	AmountMinor int64       `json:"amount_minor"`
-	Currency    string      `json:"currency"`
-	Destination Destination `json:"destination"`
-	Description string      `json:"description,omitempty"`
+	AccountID   string            `json:"account_id"`
+	AmountMinor int64             `json:"amount_minor"`
+	Currency    string            `json:"currency"`
+	Destination Destination       `json:"destination"`
+	Description string            `json:"description,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
 }
 
 // Destination is where a payout's money goes: an account number at a bank.
@@ -310,6 +362,7 @@ func DecodePayout(body []byte) (Payout, []byte, error) {
 	f.pattern("destination.account_number", req.Destination.AccountNumber, accountNumber, "must be 6 to 34 digits")
 	f.pattern("destination.bank_code", req.Destination.BankCode, bankCode, "must be a BIC: a 4-letter bank code, a 2-letter country code, 2 letters or digits, and optionally 3 more")
 	f.text("description", req.Description, 140)
+	f.metadata(&req.Metadata)
 	return fingerprinted(req, f, idempotency.RoutePayouts)
 }
 
@@ -367,4 +420,42 @@ func DecodeEndpoint(body []byte, eventTypes []string) (Endpoint, []byte, error) 
 		}
 	}
 	return fingerprinted(req, f, idempotency.RouteEndpoints)
+}
+
+// Refund is a POST /v1/transfers/{id}/refunds body, decoded once: executed and fingerprinted
+// with the transfer it refunds (the route's scope is the same for every transfer, so a key
+// used for one transfer's refund and then another's is a key reused).
+type Refund struct {
+	TransferID string `json:"transfer_id"` // from the path, not the body
+	// AmountMinor is nil when the body leaves it out: all that remains to refund.
+	AmountMinor *int64            `json:"amount_minor,omitempty"`
+	Description string            `json:"description,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+}
+
+// refundBody is what a refund's body may hold.
+type refundBody struct {
+	AmountMinor *int64            `json:"amount_minor,omitempty"`
+	Description string            `json:"description,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+}
+
+// DecodeRefund decodes and validates a refund of transferID and returns its fingerprint.
+func DecodeRefund(transferID string, body []byte) (Refund, []byte, error) {
+	var b refundBody
+	if err := decode(body, &b); err != nil {
+		return Refund{}, nil, err
+	}
+	req := Refund{TransferID: transferID, AmountMinor: b.AmountMinor, Description: b.Description, Metadata: b.Metadata}
+	var f fields
+	if req.AmountMinor != nil {
+		if *req.AmountMinor == 0 {
+			f.add("amount_minor", "must be a positive integer count of minor units, or left out to refund all that remains")
+		} else {
+			f.amount(*req.AmountMinor)
+		}
+	}
+	f.text("description", req.Description, 140)
+	f.metadata(&req.Metadata)
+	return fingerprinted(req, f, idempotency.RouteRefunds)
 }

@@ -3,12 +3,15 @@ package request
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/payments/payments/internal/problem"
 )
 
 // A differential test of the two readings of a request body: the fingerprint that decides
@@ -26,6 +29,10 @@ var transferSeeds = []string{
 	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":1e2,"currency":"USD"}`,
 	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","description":"a\u0000b"}`,
 	`{"from_account_id":"acc_\u0061","to_account_id":"acc_b","amount_minor":100,"currency":"USD","description":"<&>"}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","metadata":{"order":"1","Order":"2"}}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","metadata":{"order":"1","order":"2"}}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","metadata":{"order":null}}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","metadata":{}}`,
 }
 
 var accountSeeds = []string{
@@ -34,6 +41,16 @@ var accountSeeds = []string{
 	`{"currency":"EUR","currency":"GBP"}`,
 	`{"name":"Main","currency":"EUR"}`,
 	`{"currency":"EUR","name":""}`,
+}
+
+var refundSeeds = []string{
+	`{}`,
+	`{"amount_minor":100}`,
+	`{"amount_minor":0}`,
+	`{"amount_minor":100,"description":"damaged","metadata":{"case":"42"}}`,
+	`{"metadata":{"case":"42"},"amount_minor":100}`,
+	`{"amount_minor":100,"transfer_id":"tr_other"}`,
+	`{"amount_minor":null}`,
 }
 
 var endpointSeeds = []string{
@@ -68,6 +85,20 @@ func FuzzTransferDecoding(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b []byte, seed uint64) { checkDecoding(t, transferDecoder, a, b, seed) })
 }
 
+// refundDecoder decodes a refund of one transfer; the decoded request is shown without the
+// transfer (which comes from the path), so that it can be encoded again as a body.
+func refundDecoder(b []byte) (any, []byte, error) {
+	r, fp, err := DecodeRefund("tr_x", b)
+	return refundBody{AmountMinor: r.AmountMinor, Description: r.Description, Metadata: r.Metadata}, fp, err
+}
+
+func FuzzRefundDecoding(f *testing.F) {
+	for _, s := range refundSeeds {
+		f.Add([]byte(s), []byte(refundSeeds[1]), uint64(1))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte, seed uint64) { checkDecoding(t, refundDecoder, a, b, seed) })
+}
+
 func FuzzAccountDecoding(f *testing.F) {
 	for _, s := range accountSeeds {
 		f.Add([]byte(s), []byte(accountSeeds[0]), uint64(1))
@@ -95,6 +126,9 @@ func checkDecoding(t *testing.T, decode decoder, a, b []byte, seed uint64) {
 		t.Fatalf("%s decodes to %+v, encoded again as %s: %+v %v", a, reqA, again, reqC, err)
 	}
 	members := splitMembers(t, a)
+	if len(members) == 0 { // {}: nothing to reorder, rename or repeat
+		return
+	}
 	rng := rand.New(rand.NewPCG(seed, seed>>32))
 	shuffled := append([]member(nil), members...)
 	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
@@ -176,5 +210,72 @@ func TestAmbiguousBodiesAreRefused(t *testing.T) {
 	_, fp2, err2 := DecodeTransfer([]byte(`{"description":"rent","currency":"USD","amount_minor":100,"to_account_id":"acc_b","from_account_id":"acc_a"}`))
 	if err1 != nil || err2 != nil || !bytes.Equal(fp1, fp2) {
 		t.Fatalf("the same request reordered: %v %v, same fingerprint %v", err1, err2, bytes.Equal(fp1, fp2))
+	}
+}
+
+// Metadata within the limits is taken as given; one character or key more is refused, naming
+// the field; a value that is not a string (null included) is refused, not read as "".
+func TestMetadataLimits(t *testing.T) {
+	body := func(m string) []byte {
+		return []byte(`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":1,"currency":"USD","metadata":` + m + `}`)
+	}
+	full := map[string]string{}
+	for i := range MaxMetadataKeys {
+		full[fmt.Sprintf("k%02d", i)] = strings.Repeat("é", MaxMetadataValue)
+	}
+	full[strings.Repeat("k", MaxMetadataKey)] = ""
+	delete(full, "k00")
+	fullJSON, _ := json.Marshal(full)
+	req, _, err := DecodeTransfer(body(string(fullJSON)))
+	if err != nil || !reflect.DeepEqual(req.Metadata, full) {
+		t.Fatalf("metadata at the limits: %v", err)
+	}
+	for m, field := range map[string]string{
+		`{"` + strings.Repeat("k", MaxMetadataKey+1) + `":"v"}`:   "metadata." + strings.Repeat("k", MaxMetadataKey+1),
+		`{"k":"` + strings.Repeat("v", MaxMetadataValue+1) + `"}`: "metadata.k",
+		`{"":"v"}`:             "metadata",
+		`{"k":null}`:           "metadata.k",
+		`{"k":1}`:              "metadata.k",
+		`{"k":{"nested":"v"}}`: "metadata.k",
+		`{"k":"a\u0000b"}`:     "metadata.k",
+		`[]`:                   "metadata",
+		string(mustJSON(t, func() map[string]string { full["one"] = "more"; return full }())): "metadata",
+	} {
+		_, _, err := DecodeTransfer(body(m))
+		if err == nil || !strings.Contains(fmt.Sprint(problemFields(err)), field) {
+			t.Errorf("metadata %.60s: %v, want an error naming %q", m, err, field)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// problemFields lists the fields a refusal names.
+func problemFields(err error) []string {
+	var p *problem.Problem
+	if !errors.As(err, &p) {
+		return nil
+	}
+	var out []string
+	for _, f := range p.Errors {
+		out = append(out, f.Field)
+	}
+	return out
+}
+
+// A refund's fingerprint covers the transfer it refunds: the same body for another transfer is
+// another request.
+func TestRefundFingerprintCoversTheTransfer(t *testing.T) {
+	_, fp1, err1 := DecodeRefund("tr_a", []byte(`{"amount_minor":5}`))
+	_, fp2, err2 := DecodeRefund("tr_b", []byte(`{"amount_minor":5}`))
+	_, fp3, err3 := DecodeRefund("tr_a", []byte(`{}`))
+	if err1 != nil || err2 != nil || err3 != nil || bytes.Equal(fp1, fp2) || bytes.Equal(fp1, fp3) {
+		t.Fatalf("fingerprints: %v %v %v; tr_a = tr_b: %v; 5 = all: %v", err1, err2, err3, bytes.Equal(fp1, fp2), bytes.Equal(fp1, fp3))
 	}
 }

@@ -233,7 +233,7 @@ func seed(ctx context.Context, db database.Querier) (map[string]string, error) {
 		var id string
 		err = db.QueryRow(ctx, `SELECT id FROM accounts WHERE owner_id = $1 AND name = 'Demo checking'`, ownerID).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
-			acc, err := ledger.CreateAccount(ctx, db, ledger.NewID("acc_"), ownerID, "USD", "Demo checking")
+			acc, err := ledger.CreateAccount(ctx, db, ledger.NewID("acc_"), ownerID, "USD", "Demo checking", nil)
 			if err != nil {
 				return nil, err
 			}

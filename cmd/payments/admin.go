@@ -89,7 +89,7 @@ func runAccounts(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		acc, err := ledger.CreateAccount(ctx, l.DB, ledger.NewID("acc_"), ownerID, *currency, *name)
+		acc, err := ledger.CreateAccount(ctx, l.DB, ledger.NewID("acc_"), ownerID, *currency, *name, nil)
 		if err != nil {
 			return err
 		}

@@ -93,10 +93,11 @@ const (
 	RoutePayouts   = "POST /v1/payouts"
 	RoutePayin     = "BANK credit.received"
 	RouteEndpoints = "POST /v1/webhook-endpoints"
+	RouteRefunds   = "POST /v1/transfers/{id}/refunds"
 )
 
 var routeNames = map[string]string{RouteTransfers: "transfer", RouteDeposit: "deposit", RouteAccounts: "account",
-	RoutePayouts: "payout", RoutePayin: "payin", RouteEndpoints: "webhook-endpoint"}
+	RoutePayouts: "payout", RoutePayin: "payin", RouteEndpoints: "webhook-endpoint", RouteRefunds: "refund"}
 
 // WorkflowID is the Temporal workflow ID of the operation in scope s:
 //
@@ -160,6 +161,10 @@ func (s Scope) TransferID(use int) string { return s.id("tr_", use) }
 // PayoutID is the id of the payout made by the use-th operation in scope s, as TransferID is a
 // transfer's: the key the bank deduplicates the payout's instruction on.
 func (s Scope) PayoutID(use int) string { return s.id("po_", use) }
+
+// RefundID is the id of the refund made by the use-th operation in scope s, as TransferID is a
+// transfer's.
+func (s Scope) RefundID(use int) string { return s.id("rf_", use) }
 
 // PayinID is the id of the payin (and of its posting) of the bank event a payin scope names.
 func (s Scope) PayinID() string { return s.id("pi_", 0) }

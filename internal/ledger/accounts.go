@@ -11,10 +11,10 @@ import (
 )
 
 // CreateAccount opens a customer account with id for ownerID.
-func CreateAccount(ctx context.Context, q database.Querier, id, ownerID, currency, name string) (Account, error) {
+func CreateAccount(ctx context.Context, q database.Querier, id, ownerID, currency, name string, metadata Metadata) (Account, error) {
 	return scanAccount(q.QueryRow(ctx, `
-		INSERT INTO accounts (id, owner_id, currency, name, kind) VALUES ($1, $2, $3, $4, 'customer')
-		RETURNING `+accountColumns, id, ownerID, currency, name))
+		INSERT INTO accounts (id, owner_id, currency, name, kind, metadata) VALUES ($1, $2, $3, $4, 'customer', $5)
+		RETURNING `+accountColumns, id, ownerID, currency, name, metadata.stored()))
 }
 
 // OwnerAccounts lists the accounts of ownerID, oldest first.

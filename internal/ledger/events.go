@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/transfer"
 )
 
 // Types of event (docs/contract.md §7): one per state change of a transfer, payout or payin.
@@ -74,6 +75,17 @@ func (o *outbox) add(typ, objectID string, object any, accounts ...string) {
 // transferEvent records t's move to a final status.
 func (o *outbox) transfer(t Transfer) {
 	o.add("transfer."+string(t.Status), t.ID, t, t.FromAccountID, t.ToAccountID)
+}
+
+// posting records the change of a transfer or refund t: a transfer's move to any final status,
+// a refund's completion (the contract has no event for a refund refused or failed).
+func (o *outbox) posting(t Transfer) {
+	switch {
+	case t.Kind == KindRefund && t.Status == transfer.Completed:
+		o.add(EventRefundCompleted, t.ID, RefundView(t), t.FromAccountID, t.ToAccountID)
+	case t.Kind != KindRefund:
+		o.transfer(t)
+	}
 }
 
 // payout records po's move to its current status (its money held, paid, failed, returned).

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -36,25 +37,51 @@ type Account struct {
 	AccountNumber  string    `json:"account_number"`
 	BalanceMinor   int64     `json:"balance_minor"`
 	AvailableMinor int64     `json:"available_minor"`
+	Metadata       Metadata  `json:"metadata"`
 	CreatedAt      time.Time `json:"created_at"`
 	OwnerID        string    `json:"-"`
 	Kind           string    `json:"-"`
 	HeldMinor      int64     `json:"-"`
 }
 
-// Transfer is a transfer as the API shows it.
+// Transfer is a transfer as the API shows it. The ledger's other postings (of payouts, payins,
+// refunds) are rows of the same kind, which their own resources show.
 type Transfer struct {
-	ID            string          `json:"id"`
-	Status        transfer.Status `json:"status"`
-	FromAccountID string          `json:"from_account_id"`
-	ToAccountID   string          `json:"to_account_id"`
-	AmountMinor   int64           `json:"amount_minor"`
-	Currency      string          `json:"currency"`
-	Description   string          `json:"description"`
-	WorkflowID    string          `json:"workflow_id"`
-	CreatedAt     time.Time       `json:"created_at"`
-	CompletedAt   *time.Time      `json:"completed_at"`
-	FailureReason *string         `json:"failure_reason"`
+	ID                  string          `json:"id"`
+	Status              transfer.Status `json:"status"`
+	FromAccountID       string          `json:"from_account_id"`
+	ToAccountID         string          `json:"to_account_id"`
+	AmountMinor         int64           `json:"amount_minor"`
+	AmountRefundedMinor int64           `json:"amount_refunded_minor"`
+	Currency            string          `json:"currency"`
+	Description         string          `json:"description"`
+	Metadata            Metadata        `json:"metadata"`
+	WorkflowID          string          `json:"workflow_id"`
+	CreatedAt           time.Time       `json:"created_at"`
+	CompletedAt         *time.Time      `json:"completed_at"`
+	FailureReason       *string         `json:"failure_reason"`
+	Kind                string          `json:"-"` // KindTransfer, KindRefund, …
+	RefundOf            *string         `json:"-"` // a refund's transfer
+}
+
+// Metadata is a client's string map on an account, transfer, payout or refund, stored and shown
+// as given; none is shown as {}.
+type Metadata map[string]string
+
+// MarshalJSON writes m, and {} for none.
+func (m Metadata) MarshalJSON() ([]byte, error) {
+	if m == nil {
+		return []byte("{}"), nil
+	}
+	return json.Marshal(map[string]string(m))
+}
+
+// stored is m as its jsonb column holds it: NULL for none.
+func (m Metadata) stored() any {
+	if len(m) == 0 {
+		return nil
+	}
+	return map[string]string(m)
 }
 
 // ErrNotFound means the object does not exist or the caller may not see it.
@@ -79,11 +106,11 @@ func NewID(prefix string) string {
 // shown before and after a round trip through the database is the same.
 func UTC(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
-const accountColumns = `id, currency, name, balance_minor, created_at, owner_id, kind, held_minor, COALESCE(account_number, '')`
+const accountColumns = `id, currency, name, balance_minor, created_at, owner_id, kind, held_minor, COALESCE(account_number, ''), metadata`
 
 func scanAccount(row pgx.Row) (Account, error) {
 	var a Account
-	err := row.Scan(&a.ID, &a.Currency, &a.Name, &a.BalanceMinor, &a.CreatedAt, &a.OwnerID, &a.Kind, &a.HeldMinor, &a.AccountNumber)
+	err := row.Scan(&a.ID, &a.Currency, &a.Name, &a.BalanceMinor, &a.CreatedAt, &a.OwnerID, &a.Kind, &a.HeldMinor, &a.AccountNumber, &a.Metadata)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, ErrNotFound
 	}
@@ -98,13 +125,14 @@ func SettlementAccountID(currency string) string {
 }
 
 const transferColumns = `id, status, from_account_id, to_account_id, amount_minor, currency, description,
-	workflow_id, created_at, completed_at, failure_reason`
+	workflow_id, created_at, completed_at, failure_reason, amount_refunded_minor, metadata, kind, refund_of`
 
 // scanTransfer reads a row of transferColumns, and of any extra columns after them into extra.
 func scanTransfer(row pgx.Row, extra ...any) (Transfer, error) {
 	var t Transfer
 	err := row.Scan(append([]any{&t.ID, &t.Status, &t.FromAccountID, &t.ToAccountID, &t.AmountMinor, &t.Currency,
-		&t.Description, &t.WorkflowID, &t.CreatedAt, &t.CompletedAt, &t.FailureReason}, extra...)...)
+		&t.Description, &t.WorkflowID, &t.CreatedAt, &t.CompletedAt, &t.FailureReason, &t.AmountRefundedMinor,
+		&t.Metadata, &t.Kind, &t.RefundOf}, extra...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, ErrNotFound
 	}
@@ -158,11 +186,24 @@ func (l *Ledger) Accounts(ctx context.Context, ownerID, fromID, toID string) (fr
 // Transfer returns transfer id if ownerID holds either of its accounts (any owner when empty).
 // The postings of payouts and payins are not transfers: their own resources show them.
 func (l *Ledger) Transfer(ctx context.Context, ownerID, id string) (Transfer, error) {
+	return l.posting(ctx, ownerID, id, KindTransfer)
+}
+
+// Requested returns transfer or refund id, whoever holds its accounts: the postings a client
+// requests under a key of its own.
+func (l *Ledger) Requested(ctx context.Context, id string) (Transfer, error) {
+	return scanTransfer(l.DB.QueryRow(ctx, `SELECT `+transferColumns+` FROM transfers
+		WHERE id = $1 AND kind IN ('transfer', 'refund')`, id))
+}
+
+// posting returns the posting id of kind if ownerID holds either of its accounts (any owner
+// when empty).
+func (l *Ledger) posting(ctx context.Context, ownerID, id, kind string) (Transfer, error) {
 	return scanTransfer(l.DB.QueryRow(ctx, `
 		SELECT `+transferColumns+` FROM transfers t
-		WHERE id = $1 AND kind = 'transfer' AND ($2 = '' OR EXISTS (
+		WHERE id = $1 AND kind = $3 AND ($2 = '' OR EXISTS (
 			SELECT 1 FROM accounts a
-			WHERE a.id IN (t.from_account_id, t.to_account_id) AND a.owner_id = $2))`, id, ownerID))
+			WHERE a.id IN (t.from_account_id, t.to_account_id) AND a.owner_id = $2))`, id, ownerID, kind))
 }
 
 // Unclaim withdraws the claim of scope for resource id (a transfer or a payout) when its run

@@ -31,6 +31,7 @@ type Payout struct {
 	FailedAt      *time.Time       `json:"failed_at"`
 	ReturnedAt    *time.Time       `json:"returned_at"`
 	FailureReason *string          `json:"failure_reason"`
+	Metadata      Metadata         `json:"metadata"`
 }
 
 // PayoutAnswer is the first answer to a payout, in the shape of the edge that received it
@@ -42,13 +43,13 @@ const ReasonInsufficientFunds = "insufficient funds"
 
 const payoutColumns = `id, status, account_id, amount_minor, currency, destination_account_number,
 	destination_bank_code, description, workflow_id, bank_payment_id, created_at, paid_at, failed_at,
-	returned_at, failure_reason`
+	returned_at, failure_reason, metadata`
 
 func scanPayout(row pgx.Row) (Payout, error) {
 	var p Payout
 	err := row.Scan(&p.ID, &p.Status, &p.AccountID, &p.AmountMinor, &p.Currency, &p.Destination.AccountNumber,
 		&p.Destination.BankCode, &p.Description, &p.WorkflowID, &p.BankPaymentID, &p.CreatedAt, &p.PaidAt,
-		&p.FailedAt, &p.ReturnedAt, &p.FailureReason)
+		&p.FailedAt, &p.ReturnedAt, &p.FailureReason, &p.Metadata)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, ErrNotFound
 	}
@@ -70,11 +71,11 @@ func ReturnID(payoutID string) string { return "rt_" + strings.TrimPrefix(payout
 func InsertPayout(ctx context.Context, q database.Querier, p Payout) error {
 	_, err := q.Exec(ctx, `
 		INSERT INTO payouts (id, status, account_id, amount_minor, currency, destination_account_number,
-			destination_bank_code, description, workflow_id)
-		VALUES ($1, 'processing', $2, $3, $4, $5, $6, $7, $8)
+			destination_bank_code, description, workflow_id, metadata)
+		VALUES ($1, 'processing', $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT (id) DO NOTHING`,
 		p.ID, p.AccountID, p.AmountMinor, p.Currency, p.Destination.AccountNumber, p.Destination.BankCode,
-		p.Description, p.WorkflowID)
+		p.Description, p.WorkflowID, p.Metadata.stored())
 	return err
 }
 

@@ -28,10 +28,13 @@ type Posting struct {
 	Scope       idempotency.Scope
 	ReplayFor   time.Duration // how long the stored response is replayed
 	RunID       string        // the workflow run posting it, if any: see ErrFenced
-	// Kind is what the posting is: KindTransfer (the default), or the money of a payout paid
-	// (KindPayout: it consumes the payout's hold), of a payout returned, of a payin. Only a
-	// transfer has an idempotency scope and an answer of its own.
-	Kind string
+	// Kind is what the posting is: KindTransfer (the default), a refund of a transfer
+	// (KindRefund, of RefundOf), or the money of a payout paid (KindPayout: it consumes the
+	// payout's hold), of a payout returned, of a payin. Only transfers and refunds have an
+	// idempotency scope and an answer of their own.
+	Kind     string
+	RefundOf string   // the transfer a refund gives money back from
+	Metadata Metadata // the client's, as given
 }
 
 // Kinds of posting.
@@ -40,6 +43,13 @@ const (
 	KindPayout   = "payout"
 	KindReturn   = "return"
 	KindPayin    = "payin"
+	KindRefund   = "refund"
+)
+
+// Why a transfer or refund was rejected: its failure_reason, which its answer names.
+const (
+	ReasonRefundExceeds = "the refund exceeds what remains of the transfer"
+	ReasonNotRefundable = "only a completed transfer can be refunded"
 )
 
 func (p Posting) kind() string {
@@ -48,6 +58,10 @@ func (p Posting) kind() string {
 	}
 	return p.Kind
 }
+
+// answered is true for the postings a client asked for under a key of its own, whose answer is
+// stored with them: transfers and refunds.
+func (p Posting) answered() bool { return p.kind() == KindTransfer || p.kind() == KindRefund }
 
 // ErrInvalidPosting is a posting that can never succeed, whatever is retried: the accounts do
 // not exist or do not hold its currency. The API checks all of this before starting; reaching
@@ -115,16 +129,18 @@ func post(ctx context.Context, tx pgx.Tx, o *outbox, p Posting, answer Answer) (
 	// and MarkFailed waits for a posting under way.
 	var fenced bool
 	t, err := scanTransfer(tx.QueryRow(ctx, `
-		INSERT INTO transfers (id, status, from_account_id, to_account_id, amount_minor, currency, description, workflow_id, kind)
-		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $9)
+		INSERT INTO transfers (id, status, from_account_id, to_account_id, amount_minor, currency, description, workflow_id,
+			kind, refund_of, metadata)
+		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $9, NULLIF($10, ''), $11)
 		ON CONFLICT (id) DO UPDATE SET id = EXCLUDED.id
 		RETURNING `+transferColumns+`, $8::text = ANY(failed_runs)`,
-		p.TransferID, p.From, p.To, p.AmountMinor, p.Currency, p.Description, p.WorkflowID, p.RunID, p.kind()), &fenced)
+		p.TransferID, p.From, p.To, p.AmountMinor, p.Currency, p.Description, p.WorkflowID, p.RunID, p.kind(),
+		p.RefundOf, p.Metadata.stored()), &fenced)
 	if err != nil {
 		return t, idempotency.Response{}, fkInvalid(err)
 	}
 	if t.Status.Final() { // posted before: nothing more to do
-		if p.kind() != KindTransfer {
+		if !p.answered() {
 			return t, idempotency.Response{}, nil
 		}
 		resp, err := StoredAnswer(ctx, tx, p.Scope, t, answer)
@@ -134,41 +150,91 @@ func post(ctx context.Context, tx pgx.Tx, o *outbox, p Posting, answer Answer) (
 		return t, idempotency.Response{}, ErrFenced
 	}
 
+	// A refund locks its transfer first (every refund of it takes the same lock, then the
+	// accounts), so that refunds racing for its last units are decided one after the other.
+	reason := ""
+	if p.kind() == KindRefund {
+		if reason, err = refundable(ctx, tx, t); err != nil {
+			return t, idempotency.Response{}, err
+		}
+	}
+	if reason == "" {
+		reason, err = moveMoney(ctx, tx, p, t)
+	}
+	if err == nil && reason != "" {
+		t, err = finish(ctx, tx, t.ID, transfer.Rejected, reason)
+	} else if err == nil {
+		t, err = finish(ctx, tx, t.ID, transfer.Completed, "")
+	}
+	if err != nil || !p.answered() {
+		return t, idempotency.Response{}, err
+	}
+	o.posting(t)
+	resp := answer(t)
+	return t, resp, idempotency.Complete(ctx, tx, p.Scope, resp, p.ReplayFor)
+}
+
+// moveMoney moves t's money (posted under p) and returns "", or returns why it cannot:
+// ReasonInsufficientFunds, when its source is a customer's without the amount available.
+func moveMoney(ctx context.Context, tx pgx.Tx, p Posting, t Transfer) (reason string, err error) {
 	accounts, err := lockAccounts(ctx, tx, t.FromAccountID, t.ToAccountID)
 	if err != nil {
-		return t, idempotency.Response{}, err
+		return "", err
 	}
 	from, to := accounts[t.FromAccountID], accounts[t.ToAccountID]
 	if from.Currency != t.Currency || to.Currency != t.Currency {
-		return t, idempotency.Response{}, fmt.Errorf("%w: transfer in %s between accounts in %s and %s",
+		return "", fmt.Errorf("%w: transfer in %s between accounts in %s and %s",
 			ErrInvalidPosting, t.Currency, from.Currency, to.Currency)
 	}
 
 	fromAfter, toAfter := from.BalanceMinor-t.AmountMinor, to.BalanceMinor+t.AmountMinor
 	if fromAfter > from.BalanceMinor || toAfter < to.BalanceMinor {
-		return t, idempotency.Response{}, fmt.Errorf("%w: a balance would overflow 64 bits", ErrInvalidPosting)
+		return "", fmt.Errorf("%w: a balance would overflow 64 bits", ErrInvalidPosting)
 	}
 	// A payout's money is held already: its posting takes the hold instead of available funds.
 	released := int64(0)
 	if p.kind() == KindPayout {
 		if released, err = consumeHold(ctx, tx, t.ID, from.ID, t.AmountMinor); err != nil {
-			return t, idempotency.Response{}, err
+			return "", err
 		}
 	}
 	if from.Kind == KindCustomer && released == 0 && from.AvailableMinor < t.AmountMinor {
-		t, err = finish(ctx, tx, t.ID, transfer.Rejected, "insufficient funds")
-	} else {
-		err = move(ctx, tx, t, fromAfter, toAfter, released)
-		if err == nil {
-			t, err = finish(ctx, tx, t.ID, transfer.Completed, "")
-		}
+		return ReasonInsufficientFunds, nil
 	}
-	if err != nil || p.kind() != KindTransfer {
-		return t, idempotency.Response{}, err
+	if err := move(ctx, tx, t, fromAfter, toAfter, released); err != nil {
+		return "", err
 	}
-	o.transfer(t)
-	resp := answer(t)
-	return t, resp, idempotency.Complete(ctx, tx, p.Scope, resp, p.ReplayFor)
+	if p.kind() == KindRefund {
+		_, err = tx.Exec(ctx, `UPDATE transfers SET amount_refunded_minor = amount_refunded_minor + $2 WHERE id = $1`,
+			*t.RefundOf, t.AmountMinor)
+	}
+	return "", err
+}
+
+// refundable locks the transfer refund r gives money back from and returns "" if r may take
+// its amount from it, or why not: the transfer is not completed (ReasonNotRefundable), or less
+// than r's amount remains of it (ReasonRefundExceeds). A refund that does not reverse its
+// transfer's accounts and currency is a bug no retry can fix.
+func refundable(ctx context.Context, tx pgx.Tx, r Transfer) (string, error) {
+	if r.RefundOf == nil {
+		return "", fmt.Errorf("%w: refund %s names no transfer", ErrInvalidPosting, r.ID)
+	}
+	// FOR NO KEY UPDATE, as for accounts: refunds of the transfer take turns, while claiming a new
+	// refund (whose foreign key to the transfer takes KEY SHARE) does not wait for them.
+	t, err := scanTransfer(tx.QueryRow(ctx, `SELECT `+transferColumns+` FROM transfers WHERE id = $1 FOR NO KEY UPDATE`, *r.RefundOf))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return "", fmt.Errorf("%w: refund %s of transfer %s, which does not exist", ErrInvalidPosting, r.ID, *r.RefundOf)
+	case err != nil:
+		return "", err
+	case t.Kind != KindTransfer || t.FromAccountID != r.ToAccountID || t.ToAccountID != r.FromAccountID || t.Currency != r.Currency:
+		return "", fmt.Errorf("%w: refund %s does not reverse transfer %s", ErrInvalidPosting, r.ID, t.ID)
+	case t.Status != transfer.Completed:
+		return ReasonNotRefundable, nil
+	case t.AmountMinor-t.AmountRefundedMinor < r.AmountMinor:
+		return ReasonRefundExceeds, nil
+	}
+	return "", nil
 }
 
 // consumeHold marks the open hold of payout, on account for amount, posted, and returns the
@@ -250,11 +316,11 @@ func (l *Ledger) MarkFailed(ctx context.Context, id, run, reason string) (t Tran
 			WHERE t.id = was.id AND t.status IN ('pending', 'failed')
 			RETURNING `+qualified("t", transferColumns)+`, was.status`, id, run, reason), &was)
 		if errors.Is(err, ErrNotFound) { // final already, or never inserted
-			t, err = scanTransfer(tx.QueryRow(ctx, `SELECT `+transferColumns+` FROM transfers WHERE id = $1 AND kind = 'transfer'`, id))
+			t, err = scanTransfer(tx.QueryRow(ctx, `SELECT `+transferColumns+` FROM transfers WHERE id = $1 AND kind IN ('transfer', 'refund')`, id))
 			return err
 		}
 		if err == nil && was == transfer.Pending {
-			o.transfer(t)
+			o.posting(t)
 		}
 		return err
 	})
@@ -294,10 +360,11 @@ func fkInvalid(err error) error {
 // at once. Posting it later finds the row and completes it.
 func InsertPending(ctx context.Context, q database.Querier, p Posting) error {
 	_, err := q.Exec(ctx, `
-		INSERT INTO transfers (id, status, from_account_id, to_account_id, amount_minor, currency, description, workflow_id)
-		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7)
+		INSERT INTO transfers (id, status, from_account_id, to_account_id, amount_minor, currency, description, workflow_id,
+			kind, refund_of, metadata)
+		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''), $10)
 		ON CONFLICT (id) DO NOTHING`,
-		p.TransferID, p.From, p.To, p.AmountMinor, p.Currency, p.Description, p.WorkflowID)
+		p.TransferID, p.From, p.To, p.AmountMinor, p.Currency, p.Description, p.WorkflowID, p.kind(), p.RefundOf, p.Metadata.stored())
 	return err
 }
 

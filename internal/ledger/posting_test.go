@@ -61,7 +61,7 @@ func account(t testing.TB, currency string, balance int64) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acc, err := ledger.CreateAccount(ctx, l.DB, ledger.NewID("acc_"), owner, currency, "")
+	acc, err := ledger.CreateAccount(ctx, l.DB, ledger.NewID("acc_"), owner, currency, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

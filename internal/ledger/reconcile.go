@@ -108,7 +108,8 @@ func Reconcile(ctx context.Context, q database.Querier, ttl time.Duration, state
 			r.BankInFlight = inFlight
 			return found, err
 		}, noStatement},
-		{"9", "every change of a transfer, payout or payin has its one event, and every event is a change that committed", eventsMatchChanges, ""},
+		{"9", "every change of a transfer, payout, payin or refund has its one event, and every event is a change that committed", eventsMatchChanges, ""},
+		{"10", "each refund gives back money its transfer moved, in reverse, and a transfer's amount_refunded_minor is the sum of its completed refunds, never more than its amount", refundsWithinTransfers, ""},
 	} {
 		if c.unchecked != "" {
 			r.Checks = append(r.Checks, Check{ID: c.id, Invariant: c.invariant, Unchecked: c.unchecked})
@@ -198,7 +199,7 @@ func movedOnce(ctx context.Context, q database.Querier, ttl time.Duration) ([]st
 	rows, _ := q.Query(ctx, `
 		SELECT workflow_id, array_agg(id ORDER BY created_at), array_agg(status ORDER BY created_at),
 			array_agg(created_at ORDER BY created_at), array_agg(completed_at ORDER BY created_at)
-		FROM transfers WHERE kind = 'transfer' GROUP BY workflow_id`)
+		FROM transfers WHERE kind IN ('transfer', 'refund') GROUP BY workflow_id`)
 	var (
 		workflowID string
 		ids        []string
@@ -219,9 +220,13 @@ func scopeViolations(workflowID string, ids, statuses []string, created []time.T
 		return []string{fmt.Sprintf("transfers %v: workflow ID %q belongs to no idempotency scope", ids, workflowID)}
 	}
 	var found []string
+	idOf := scope.TransferID
+	if scope.Route == idempotency.RouteRefunds {
+		idOf = scope.RefundID
+	}
 	uses := map[string]bool{}
 	for use := range ids {
-		uses[scope.TransferID(use)] = true
+		uses[idOf(use)] = true
 	}
 	var lastMoved *time.Time
 	for i, id := range ids {
@@ -283,6 +288,7 @@ func unauthorized(kind string, scope idempotency.Scope, fromKind, fromOwner, toK
 	case kind == KindPayout && fromKind == KindCustomer && toKind == KindSettlement && ownRequest(idempotency.RoutePayouts, fromOwner):
 	case kind == KindReturn && fromKind == KindSettlement && toKind == KindCustomer && ownRequest(idempotency.RoutePayouts, toOwner):
 	case kind == KindPayin && fromKind == KindSettlement && toKind == KindCustomer && scope.Route == idempotency.RoutePayin:
+	case kind == KindRefund && fromKind == KindCustomer && toKind == KindCustomer && ownRequest(idempotency.RouteRefunds, fromOwner):
 	default:
 		return fmt.Sprintf("moves money from a %s account of %s to a %s account of %s", fromKind, fromOwner, toKind, toOwner)
 	}
@@ -296,6 +302,7 @@ func unauthorized(kind string, scope idempotency.Scope, fromKind, fromOwner, toK
 func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 	rows, _ := q.Query(ctx, `
 		SELECT r.route || ' ' || r.key || ' of ' || r.owner_id, r.route, r.resource_id, r.status_code, r.body,
+			COALESCE(t.failure_reason, ''),
 			COALESCE(t.status, p.status || CASE WHEN p.failure_reason = $1 THEN ' (insufficient funds)' ELSE '' END,
 				CASE WHEN a.id IS NOT NULL OR w.id IS NOT NULL THEN 'open' END, 'missing')
 		FROM idempotency_records r
@@ -305,29 +312,33 @@ func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 		LEFT JOIN webhook_endpoints w ON w.id = r.resource_id
 		WHERE r.status_code IS NOT NULL`, ReasonInsufficientFunds)
 	var found []string
-	var scope, route, resource, state string
+	var scope, route, resource, reason, state string
 	var code int
 	var body []byte
-	_, err := pgx.ForEachRow(rows, []any{&scope, &route, &resource, &code, &body, &state}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&scope, &route, &resource, &code, &body, &reason, &state}, func() error {
 		var answer struct {
 			ID         string `json:"id"`
 			Status     string `json:"status"`
 			TransferID string `json:"transfer_id"`
 			PayoutID   string `json:"payout_id"`
+			RefundID   string `json:"refund_id"`
 			Type       string `json:"type"`
 		}
 		_ = json.Unmarshal(body, &answer)
-		named := answer.TransferID
-		if route == idempotency.RoutePayouts {
+		named, refusal := answer.TransferID, "/insufficient-funds"
+		switch route {
+		case idempotency.RoutePayouts:
 			named = answer.PayoutID
+		case idempotency.RouteRefunds:
+			named, refusal = answer.RefundID, refundRefusals[reason]
 		}
 		var ok bool
 		switch code {
 		case 201: // created: the account or webhook endpoint; the transfer, completed; the payout, processing then
 			ok = answer.ID == resource && (state == "open" || state == string(transfer.Completed) && answer.Status == state ||
 				route == idempotency.RoutePayouts && answer.Status == "processing" && state != "missing" && !strings.Contains(state, "insufficient"))
-		case 422: // insufficient funds: the transfer rejected, the payout refused
-			ok = named == resource && strings.HasSuffix(answer.Type, "/insufficient-funds") &&
+		case 422: // insufficient funds: the transfer rejected, the payout refused; a refund refused for its reason
+			ok = named == resource && refusal != "" && strings.HasSuffix(answer.Type, refusal) &&
 				(state == string(transfer.Rejected) || state == "failed (insufficient funds)")
 		}
 		if !ok {
@@ -336,6 +347,13 @@ func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 		return nil
 	})
 	return found, err
+}
+
+// refundRefusals are the problem types of a refund's 422 by the refund's failure_reason.
+var refundRefusals = map[string]string{
+	ReasonInsufficientFunds: "/insufficient-funds",
+	ReasonRefundExceeds:     "/refund-exceeds-transfer",
+	ReasonNotRefundable:     "/transfer-not-refundable",
 }
 
 // payinsMovedOnce finds payins whose money did not move as they say: a credited payin without
@@ -525,6 +543,7 @@ func eventsMatchChanges(ctx context.Context, q database.Querier) ([]string, erro
 			UNION ALL SELECT id, 'payout.' || status, created_at FROM payouts WHERE status <> 'processing'
 			UNION ALL SELECT id, 'payout.paid', created_at FROM payouts WHERE status = 'returned'
 			UNION ALL SELECT id, 'payin.received', created_at FROM payins WHERE status = 'credited'
+			UNION ALL SELECT id, 'refund.completed', created_at FROM transfers WHERE kind = 'refund' AND status = 'completed'
 		), allowed AS (
 			SELECT object_id, type FROM expected
 			UNION ALL SELECT id, 'transfer.failed' FROM transfers WHERE kind = 'transfer' AND status IN ('completed', 'rejected')
@@ -538,4 +557,24 @@ func eventsMatchChanges(ctx context.Context, q database.Querier) ([]string, erro
 		UNION ALL
 		SELECT format('event %s (%s of %s) is seen by no owner', e.id, e.type, e.object_id) FROM events e
 		WHERE NOT EXISTS (SELECT 1 FROM event_owners o WHERE o.event_seq = e.seq)`)
+}
+
+// refundsWithinTransfers finds refunds that do not reverse a completed transfer (other accounts,
+// currency or kind), and transfers whose amount_refunded_minor is not the sum of their completed
+// refunds or is more than their amount.
+func refundsWithinTransfers(ctx context.Context, q database.Querier) ([]string, error) {
+	return lines(ctx, q, `
+		SELECT format('refund %s (%s %s %s->%s) does not reverse transfer %s (%s %s %s %s->%s)', r.id, r.amount_minor,
+			r.currency, r.from_account_id, r.to_account_id, t.id, t.kind, t.status, t.currency, t.from_account_id, t.to_account_id)
+		FROM transfers r JOIN transfers t ON t.id = r.refund_of
+		WHERE r.kind = 'refund' AND (t.kind <> 'transfer' OR t.status <> 'completed' OR r.currency <> t.currency
+			OR r.from_account_id <> t.to_account_id OR r.to_account_id <> t.from_account_id)
+		UNION ALL
+		SELECT format('transfer %s (%s %s) shows %s refunded; its completed refunds sum to %s', t.id, t.amount_minor,
+			t.currency, t.amount_refunded_minor, COALESCE(sum(r.amount_minor) FILTER (WHERE r.status = 'completed'), 0))
+		FROM transfers t LEFT JOIN transfers r ON r.refund_of = t.id AND r.kind = 'refund'
+		WHERE t.kind = 'transfer'
+		GROUP BY t.id
+		HAVING t.amount_refunded_minor <> COALESCE(sum(r.amount_minor) FILTER (WHERE r.status = 'completed'), 0)
+			OR t.amount_refunded_minor > t.amount_minor`)
 }

@@ -27,6 +27,7 @@ type Problem struct {
 	Errors     []FieldError `json:"errors,omitempty"`
 	TransferID string       `json:"transfer_id,omitempty"`
 	PayoutID   string       `json:"payout_id,omitempty"`
+	RefundID   string       `json:"refund_id,omitempty"`
 	WorkflowID string       `json:"workflow_id,omitempty"`
 
 	// RetryAfter, in seconds, is sent as the Retry-After header when positive.
@@ -35,11 +36,14 @@ type Problem struct {
 	Cause error `json:"-"`
 }
 
-// SetResource names the transfer or payout the problem is about, by its id's prefix.
+// SetResource names the transfer, payout or refund the problem is about, by its id's prefix.
 func (p *Problem) SetResource(id string) {
-	if strings.HasPrefix(id, "po_") {
+	switch {
+	case strings.HasPrefix(id, "po_"):
 		p.PayoutID = id
-	} else {
+	case strings.HasPrefix(id, "rf_"):
+		p.RefundID = id
+	default:
 		p.TransferID = id
 	}
 }
@@ -62,6 +66,9 @@ var titles = map[string]string{
 	"insufficient-funds":      "Insufficient funds",
 	"service-unavailable":     "The service is temporarily unavailable",
 	"transfer-failed":         "The transfer failed",
+	"refund-failed":           "The refund failed",
+	"refund-exceeds-transfer": "The refund exceeds what remains of the transfer",
+	"transfer-not-refundable": "The transfer cannot be refunded",
 	"method-not-allowed":      "Method not allowed",
 	"internal-error":          "Internal error",
 }
