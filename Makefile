@@ -103,6 +103,7 @@ fuzz: bin/temporal
 	$(GO) test -run=^$$ -fuzz=FuzzTransferDecoding -fuzztime=$(FUZZTIME) ./api/request/
 	$(GO) test -run=^$$ -fuzz=FuzzAccountDecoding -fuzztime=$(FUZZTIME) ./api/request/
 	$(GO) test -run=^$$ -fuzz=FuzzEndpointDecoding -fuzztime=$(FUZZTIME) ./api/request/
+	$(GO) test -run=^$$ -fuzz=FuzzRefundDecoding -fuzztime=$(FUZZTIME) ./api/request/
 	$(GO) test -run=^$$ -fuzz=FuzzVerify -fuzztime=$(FUZZTIME) ./internal/webhook/
 	$(GO) test -run=^$$ -fuzz=FuzzCheck -fuzztime=$(FUZZTIME) ./internal/webhook/
 	$(GO) test -run=^$$ -fuzz=FuzzAPI -fuzztime=$(FUZZTIME) -parallel=1 ./api/

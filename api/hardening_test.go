@@ -285,15 +285,22 @@ func FuzzAPI(f *testing.F) {
 	f.Add(uint8(6), "evt_x", "2", "transfer.completed")
 	f.Add(uint8(7), "MjAyNi0xMi0wMVQwMDowMDowMFogdHJfeA", "2", "completed")
 	f.Add(uint8(8), "FROM", "2026-12-01T00:00:00Z", "yesterday")
-	ownerID, key, from, to := "", "", "", ""
+	f.Add(uint8(9), "PAID", "k-5", `{"amount_minor":5,"metadata":{"a":"b"}}`)
+	f.Add(uint8(9), "PAID", "k-6", `{"amount_minor":2000000}`)
+	f.Add(uint8(0), "", "k-7", `{"from_account_id":"FROM","to_account_id":"TO","amount_minor":5,"currency":"USD","metadata":{"a":null}}`)
+	ownerID, key, from, to, paidID := "", "", "", "", ""
 	f.Fuzz(func(t *testing.T, kind uint8, id, idem, body string) {
 		if ownerID == "" {
 			ownerID, key, from, to = fundedPair(t, 1_000_000)
+			paidID = env.Do(t, "POST", "/v1/transfers", key, "fuzz-paid", testenv.TransferBody(from, to, 500_000)).JSON(t)["id"].(string)
 		}
-		body = strings.NewReplacer("FROM", from, "TO", to).Replace(body)
-		id = "i" + strings.NewReplacer("FROM", from, "TO", to).Replace(id) // a path segment is never empty
+		placeholders := strings.NewReplacer("FROM", from, "TO", to, "PAID", paidID)
+		body = placeholders.Replace(body)
+		id = "i" + placeholders.Replace(id) // a path segment is never empty
 		method, path := "POST", "/v1/transfers"
-		switch kind % 9 {
+		switch kind % 10 {
+		case 9:
+			path = "/v1/transfers/" + pathSegment(strings.TrimPrefix(id, "i")) + "/refunds"
 		case 1:
 			path = "/v1/accounts"
 		case 5:
@@ -341,6 +348,9 @@ func checkOneRequest(t *testing.T, ownerID, key, method, path, idem, body string
 	if strings.HasPrefix(path, "/v1/webhook-endpoints") {
 		route = idempotency.RouteEndpoints
 	}
+	if strings.HasSuffix(path, "/refunds") {
+		route = idempotency.RouteRefunds
+	}
 	parsed, keyErr := idempotency.ParseKey(req.Header.Values("Idempotency-Key"))
 	before := 0
 	if keyErr == nil {
@@ -355,7 +365,10 @@ func checkOneRequest(t *testing.T, ownerID, key, method, path, idem, body string
 	if resp.StatusCode >= 500 {
 		t.Fatalf("%s %s (key %q) %q: %d %s", method, path, idem, body, resp.StatusCode, b)
 	}
-	if method == "POST" && resp.StatusCode >= 400 && keyErr == nil && !strings.Contains(string(b), "/problems/insufficient-funds") {
+	// A refusal in the ledger (a transfer or a refund rejected there) is a final answer, stored.
+	decidedInLedger := strings.Contains(string(b), `"transfer_id"`) && strings.Contains(string(b), "/problems/insufficient-funds") ||
+		strings.Contains(string(b), `"refund_id"`)
+	if method == "POST" && resp.StatusCode >= 400 && keyErr == nil && !decidedInLedger {
 		if after := records(t, ownerID, route, parsed); after != before {
 			t.Fatalf("%s %s (key %q) %q: %d stored a record", method, path, idem, body, resp.StatusCode)
 		}

@@ -472,3 +472,43 @@ func TestPayoutNotHeldWithinTheWait(t *testing.T) {
 	c.wantBalances(t, 700, 700)
 	env.Reconcile(t)
 }
+
+// A payout's metadata is the client's: shown as given through its life (the first answer, GET
+// once paid, the payout.paid event), part of the fingerprint, in the run's memo only.
+func TestPayoutMetadata(t *testing.T) {
+	c := newCustomer(t, env, 1_000)
+	body := func(meta string) string {
+		return strings.TrimSuffix(payoutBody(c.acc, 100, payee), "}") + `,"metadata":` + meta + `}`
+	}
+	const meta = `{"invoice":"INV-7","payee":"J. Example"}`
+	r := env.Do(t, "POST", "/v1/payouts", c.key, "meta", body(meta))
+	if r.Status != http.StatusCreated || !strings.Contains(string(r.Body), `"metadata":`+meta) {
+		t.Fatalf("payout: %d %s", r.Status, r.Body)
+	}
+	id := r.JSON(t)["id"].(string)
+	if other := env.Do(t, "POST", "/v1/payouts", c.key, "meta", body(`{"invoice":"INV-8","payee":"J. Example"}`)); problemType(t, other) != "idempotency-key-reused" {
+		t.Fatalf("same key, other metadata: %d %s", other.Status, other.Body)
+	}
+	c.waitPayout(t, id, "paid")
+	if got := env.Do(t, "GET", "/v1/payouts/"+id, c.key, "", ""); !strings.Contains(string(got.Body), `"metadata":`+meta) {
+		t.Fatalf("GET: %s", got.Body)
+	}
+	testenv.WaitFor(t, "the payout.paid event", func() bool {
+		ev := env.Do(t, "GET", "/v1/events?type=payout.paid&limit=200", c.key, "", "")
+		return strings.Contains(string(ev.Body), `"metadata":`+meta)
+	})
+	desc, err := env.Temporal.DescribeWorkflowExecution(context.Background(), c.workflowID("meta"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()["metadata"]; m == nil || !strings.Contains(string(m.GetData()), "INV-7") {
+		t.Fatalf("memo: %v", desc.GetWorkflowExecutionInfo().GetMemo())
+	}
+	for name, p := range desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields() {
+		if strings.Contains(string(p.GetData()), "INV-7") {
+			t.Fatalf("search attribute %s holds the metadata", name)
+		}
+	}
+	c.settled(t, id, 100, "paid")
+	env.Reconcile(t)
+}

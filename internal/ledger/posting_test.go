@@ -86,6 +86,55 @@ func deposit(t testing.TB, id string, amount int64) {
 	}
 }
 
+// refund is a refund of amount of transfer t made under a scope of its own, as the API would
+// make it for the owner of t's destination.
+func refund(t ledger.Posting, amount int64) ledger.Posting {
+	p := posting(t.To, t.From, amount)
+	p.Scope.Route = idempotency.RouteRefunds
+	p.TransferID, p.WorkflowID = p.Scope.RefundID(0), p.Scope.WorkflowID()
+	p.Kind, p.RefundOf = ledger.KindRefund, t.TransferID
+	return p
+}
+
+// A refund moves money back once, however often it is posted; refunds take no more than the
+// transfer moved, and only from money the payee still has; a refund that does not reverse its
+// transfer is a bug, refused.
+func TestRefundsPostWithinTheTransfer(t *testing.T) {
+	ctx := context.Background()
+	a, b := account(t, "USD", 1_000), account(t, "USD", 0)
+	tr := posting(a, b, 600)
+	if _, _, err := l.Post(ctx, tr, api.TransferAnswer); err != nil {
+		t.Fatal(err)
+	}
+	first := refund(tr, 400)
+	for range 2 {
+		r, resp, err := l.Post(ctx, first, api.TransferAnswer)
+		if err != nil || r.Status != transfer.Completed || resp.Status != 201 || r.RefundOf == nil || *r.RefundOf != tr.TransferID {
+			t.Fatalf("refund: %+v %d %v", r, resp.Status, err)
+		}
+	}
+	over := refund(tr, 201)
+	if r, resp, err := l.Post(ctx, over, api.TransferAnswer); err != nil || r.Status != transfer.Rejected ||
+		*r.FailureReason != ledger.ReasonRefundExceeds || resp.Status != 422 {
+		t.Fatalf("refund past the amount: %+v %d %v", r, resp.Status, err)
+	}
+	moved, err := l.Transfer(ctx, "", tr.TransferID)
+	if err != nil || moved.AmountRefundedMinor != 400 {
+		t.Fatalf("amount refunded %d, want 400 (%v)", moved.AmountRefundedMinor, err)
+	}
+	if balance(t, a) != 800 || balance(t, b) != 200 {
+		t.Fatalf("balances %d/%d, want 800/200", balance(t, a), balance(t, b))
+	}
+	wrong := refund(tr, 1)
+	wrong.From, wrong.To = wrong.To, wrong.From // not the reverse of the transfer
+	if _, _, err := l.Post(ctx, wrong, api.TransferAnswer); !errors.Is(err, ledger.ErrInvalidPosting) {
+		t.Fatalf("a refund in the transfer's direction: %v, want ErrInvalidPosting", err)
+	}
+	if _, err := l.Requested(ctx, wrong.TransferID); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("the refused refund was written: %v", err)
+	}
+}
+
 // posting is a USD transfer made under a scope of its own, as the API would make it for the
 // owner of from.
 func posting(from, to string, amount int64) ledger.Posting {

@@ -49,6 +49,14 @@ func TestReconcileFindsEachBrokenInvariant(t *testing.T) {
 	if _, _, err := l.Post(ctx, p, api.TransferAnswer); err != nil {
 		t.Fatal(err)
 	}
+	other := posting(a, account(t, "USD", 0), 100) // between other accounts
+	if _, _, err := l.Post(ctx, other, api.TransferAnswer); err != nil {
+		t.Fatal(err)
+	}
+	r := refund(p, 100)
+	if _, _, err := l.Post(ctx, r, api.TransferAnswer); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name      string
 		invariant string
@@ -87,6 +95,15 @@ func TestReconcileFindsEachBrokenInvariant(t *testing.T) {
 				SELECT nextval('event_seq'), 'evt_ghost', 'transfer.rejected', '` + p.TransferID + `', '{}', now()`,
 				`INSERT INTO event_owners (owner_id, event_seq, type) SELECT o.owner_id, e.seq, e.type
 				FROM events e, event_owners o WHERE e.id = 'evt_ghost' AND o.event_seq = (SELECT min(seq) FROM events WHERE object_id = '` + p.TransferID + `') LIMIT 1`}},
+		{"a transfer showing less refunded than its refunds moved", "10", true,
+			[]string{`UPDATE transfers SET amount_refunded_minor = 0 WHERE id = '` + p.TransferID + `'`}},
+		{"a refund of a transfer it does not reverse", "10", true,
+			[]string{`UPDATE transfers SET refund_of = '` + other.TransferID + `' WHERE id = '` + r.TransferID + `'`,
+				`UPDATE transfers SET amount_refunded_minor = 100 WHERE id = '` + other.TransferID + `'`,
+				`UPDATE transfers SET amount_refunded_minor = 0 WHERE id = '` + p.TransferID + `'`}},
+		{"a refund without its event", "9", true,
+			[]string{`DELETE FROM event_owners WHERE event_seq IN (SELECT seq FROM events WHERE object_id = '` + r.TransferID + `')`,
+				`DELETE FROM events WHERE object_id = '` + r.TransferID + `'`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tx, err := l.DB.Begin(ctx)
