@@ -220,6 +220,11 @@ func (s *Service) claim(ctx context.Context, r Request) (in workflows.TransferIn
 		}
 		rec, created, err = idempotency.Claim(ctx, tx, r.Scope, r.Fingerprint, r.id(uses))
 		in = s.input(r, rec.ResourceID)
+		if err == nil && !created && r.RefundOf != "" {
+			// A refund of "all that remains" was resolved to an amount when it was claimed: a
+			// duplicate runs (or re-runs) that amount, not what remains now.
+			in.AmountMinor, err = ledger.ClaimedAmount(ctx, tx, rec.ResourceID, in.AmountMinor)
+		}
 		if err != nil || !created {
 			return err
 		}

@@ -368,6 +368,17 @@ func InsertPending(ctx context.Context, q database.Querier, p Posting) error {
 	return err
 }
 
+// ClaimedAmount is the amount of the transfer or refund claimed as id, or otherwise when it is
+// not in the ledger (its claim was withdrawn).
+func ClaimedAmount(ctx context.Context, q database.Querier, id string, otherwise int64) (int64, error) {
+	amount := otherwise
+	err := q.QueryRow(ctx, `SELECT amount_minor FROM transfers WHERE id = $1`, id).Scan(&amount)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = nil
+	}
+	return amount, err
+}
+
 // TransfersUnder counts the transfers made under workflow ID id: one per use of its key.
 func TransfersUnder(ctx context.Context, q database.Querier, id string) (int, error) {
 	var n int
