@@ -41,6 +41,7 @@ func TestProblemForDecidesFromTheError(t *testing.T) {
 		{idempotency.ErrReused, 422, "idempotency-key-reused"},
 		{&runs.InUseError{ID: "tr_1"}, 409, "idempotency-key-in-use"},
 		{&transfers.FailedError{TransferID: "tr_1", WorkflowID: "transfer/o/k"}, 500, "transfer-failed"},
+		{&transfers.FailedError{TransferID: "rf_1", WorkflowID: "refund/o/k"}, 500, "refund-failed"},
 		{notFound(ledger.ErrNotFound, "account"), 404, "not-found"},
 		{notFound(&pgconn.PgError{Code: "22021"}, "transfer"), 404, "not-found"},
 	} {

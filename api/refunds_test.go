@@ -266,3 +266,35 @@ func TestRefundRefusals(t *testing.T) {
 	}
 	env.Reconcile(t)
 }
+
+// A refund whose run fails after its retries answers 500 refund-failed, moved nothing, and reads
+// failed; the same key runs it again, once.
+func TestFailedRefundIsRunAgainByTheSameKey(t *testing.T) {
+	transferID, _, bob, from, to := paid(t, 1_000)
+	impatient := env.With(t, testenv.Options{RetryFor: time.Second})
+	release := env.Hold(t, to) // the refund's posting cannot get its locks until the run gives up
+
+	failed := impatient.Do(t, "POST", refundPath(transferID), bob, "fails", `{"amount_minor":400}`)
+	p := failed.JSON(t)
+	if failed.Status != http.StatusInternalServerError || p["type"] != "/problems/refund-failed" || p["refund_id"] == nil ||
+		p["workflow_id"] == nil {
+		t.Fatalf("failed run: %d %s", failed.Status, failed.Body)
+	}
+	id := p["refund_id"].(string)
+	if got := env.Do(t, "GET", "/v1/refunds/"+id, bob, "", "").JSON(t); got["status"] != "failed" {
+		t.Fatalf("refund status %v, want failed", got["status"])
+	}
+	if shown, posted := refundedMinor(t, bob, transferID); shown != 0 || posted != 0 || env.Balance(t, to) != 1_000 {
+		t.Fatal("a failed refund moved money")
+	}
+
+	release()
+	again := env.Do(t, "POST", refundPath(transferID), bob, "fails", `{"amount_minor":400}`)
+	if again.Status != http.StatusCreated || again.JSON(t)["id"] != id {
+		t.Fatalf("re-run: %d %s", again.Status, again.Body)
+	}
+	if shown, posted := refundedMinor(t, bob, transferID); shown != 400 || posted != 400 || env.Balance(t, from) != 400 {
+		t.Fatalf("after the re-run: refunded %d (refunds %d), payer %d", shown, posted, env.Balance(t, from))
+	}
+	env.Reconcile(t)
+}

@@ -110,7 +110,7 @@ func TestReconcileCommand(t *testing.T) {
 	t.Setenv("DATABASE_URL", url)
 	var out bytes.Buffer
 	// No bank here: invariant 8 is reported as not checked, never as holding.
-	if err := dispatch(ctx, []string{"reconcile"}, &out); err != nil || !strings.Contains(out.String(), "All 11 invariants checked hold; 1 could not be checked") {
+	if err := dispatch(ctx, []string{"reconcile"}, &out); err != nil || !strings.Contains(out.String(), "All 12 invariants checked hold; 1 could not be checked") {
 		t.Fatalf("clean ledger: %v\n%s", err, out.String())
 	}
 	db, err := database.Open(ctx, url)
