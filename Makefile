@@ -6,7 +6,7 @@ TEMPORAL_UI_VERSION := v2.42.1
 GO ?= go
 export PATH := $(CURDIR)/bin:$(PATH)
 
-.PHONY: run run-cluster test test-unit test-faults test-cluster bench build lint fuzz compose-check clean
+.PHONY: run run-cluster test test-unit test-faults test-cluster bench build lint fuzz compose-check chaos clean
 
 run: bin/temporal
 	@$(GO) run ./cmd/devstack
@@ -107,6 +107,15 @@ fuzz: bin/temporal
 	$(GO) test -run=^$$ -fuzz=FuzzVerify -fuzztime=$(FUZZTIME) ./internal/webhook/
 	$(GO) test -run=^$$ -fuzz=FuzzCheck -fuzztime=$(FUZZTIME) ./internal/webhook/
 	$(GO) test -run=^$$ -fuzz=FuzzAPI -fuzztime=$(FUZZTIME) -parallel=1 ./api/
+
+# The full chaos runs (docs/reliability.md): OPS operations per seed, one run per seed, each on
+# a PostgreSQL, a Temporal cluster and payments processes of its own, under seeded faults. `make
+# test` makes a short one (chaos.TestShortChaosRun). Exit 1 when any run finds a violation.
+SEEDS ?= 1,2,3
+OPS ?= 10000
+chaos: bin/payments bin/temporal-server/server
+	@echo "==> Chaos runs: seeds $(SEEDS), $(OPS) operations each (several minutes a seed)"
+	bin/payments chaos --seeds $(SEEDS) --ops $(OPS)
 
 clean:
 	rm -rf bin/payments

@@ -38,6 +38,7 @@ var commands = []command{
 	{"rerun", "rerun failed [--since D]: run failed, terminated or timed-out transfers, payouts, payins and webhook deliveries again", runRerun},
 	{"replay", "replay history FILE.json…: check that histories replay against this build", runReplay},
 	{"banksim", "run the bank simulator (docs/bank.md)", runBanksim},
+	{"chaos", "chaos [--seeds 1,2,3] [--ops N] [--clients N] [--keep]: seeded chaos runs on the production topology (docs/reliability.md)", runChaos},
 }
 
 func main() {

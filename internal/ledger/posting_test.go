@@ -147,6 +147,55 @@ func posting(from, to string, amount int64) ledger.Posting {
 		AmountMinor: amount, Currency: "USD", Scope: scope}
 }
 
+// Fifty refunds of one transfer reach the posting at once, racing for its last 100 units: the
+// transfer's row lock takes them one after the other, so exactly 14 of 7 units complete, the
+// other 36 are rejected for exceeding it, and the total refunded is 98.
+func TestConcurrentRefundsInTheLedger(t *testing.T) {
+	ctx := context.Background()
+	a, b := account(t, "USD", 1_000), account(t, "USD", 0)
+	tr := posting(a, b, 1_000)
+	if _, _, err := l.Post(ctx, tr, api.TransferAnswer); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Post(ctx, refund(tr, 900), api.TransferAnswer); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	statuses := make([]transfer.Status, n)
+	reasons := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r, _, err := l.Post(ctx, refund(tr, 7), api.TransferAnswer)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			statuses[i] = r.Status
+			if r.FailureReason != nil {
+				reasons[i] = *r.FailureReason
+			}
+		})
+	}
+	wg.Wait()
+	completed, exceeded := 0, 0
+	for i := range n {
+		switch {
+		case statuses[i] == transfer.Completed:
+			completed++
+		case statuses[i] == transfer.Rejected && reasons[i] == ledger.ReasonRefundExceeds:
+			exceeded++
+		}
+	}
+	moved, err := l.Transfer(ctx, "", tr.TransferID)
+	if completed != 14 || exceeded != 36 || err != nil || moved.AmountRefundedMinor != 998 {
+		t.Fatalf("%d completed, %d exceeded, %d refunded (%v); want 14, 36, 998", completed, exceeded, moved.AmountRefundedMinor, err)
+	}
+	if balance(t, a) != 998 || balance(t, b) != 2 {
+		t.Fatalf("balances %d/%d, want 998/2", balance(t, a), balance(t, b))
+	}
+}
+
 func balance(t *testing.T, id string) int64 {
 	t.Helper()
 	a, err := l.Account(context.Background(), "", id)

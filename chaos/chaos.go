@@ -1,0 +1,244 @@
+// Package chaos is the seeded chaos run (`payments chaos`, docs/reliability.md): the production
+// topology of `make run-cluster` on a PostgreSQL of its own, well-behaved clients sending a
+// seeded mix of transfers, refunds, payouts and duplicates, a seeded schedule of faults (processes
+// killed and paused, PostgreSQL cut off and crashed, Temporal services killed, the bank down or
+// slow), and, once the faults stop and the system drains, a checker that knows what must be
+// true: every final answer is what the ledger holds, one key has one answer, nothing moved twice,
+// the bank paid each payout once, every event is a committed change, nothing is left pending.
+//
+// The seed fixes the operations (kinds, keys, amounts, duplicates) and the faults (kinds,
+// targets, durations, pauses); the interleaving of the processes is the machine's.
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/payments/payments/internal/ledger"
+)
+
+// Options of a run.
+type Options struct {
+	Seed    uint64
+	Ops     int // operations to send
+	Clients int // clients sending at once; default 8
+	Bin     string
+	Root    string    // the repository (bin/temporal-server, deploy/temporal)
+	Out     io.Writer // progress and the report
+	Keep    bool      // keep the run's directory (logs, PostgreSQL's data) afterwards
+}
+
+// idempotencyTTL is the processes' PAYMENTS_IDEMPOTENCY_TTL (the default), for reconcile.
+const idempotencyTTL = 24 * time.Hour
+
+// drainBound is how long, after the faults stop, everything must take to settle: the last
+// clients' answers, the payouts' banks and return windows, the runs.
+const drainBound = 3 * time.Minute
+
+// Report is what a run did and found.
+type Report struct {
+	Seed        uint64
+	Ops         map[string]int // by kind and variant ("transfer", "refund again", …)
+	Faults      map[string]int // by kind
+	Attempts    int            // requests sent, retries included
+	Lost        int            // requests that got no answer (killed, paused or cut off mid-way)
+	LostCommits int            // operations that had done their work when an attempt lost its answer
+	Violations  []string
+	Took        time.Duration
+}
+
+// Run runs one seeded chaos run and reports it. The error is the run failing to start or
+// finish; what it found broken is in Report.Violations.
+func Run(ctx context.Context, o Options) (Report, error) {
+	start := time.Now()
+	if o.Clients == 0 {
+		o.Clients = 8
+	}
+	r := Report{Seed: o.Seed, Ops: map[string]int{}, Faults: map[string]int{}}
+	dir, err := os.MkdirTemp("", fmt.Sprintf("payments-chaos-%d-", o.Seed))
+	if err != nil {
+		return r, err
+	}
+	if !o.Keep {
+		defer os.RemoveAll(dir)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil { // PostgreSQL may run as another user (root cannot)
+		return r, err
+	}
+	sys, err := startSystem(ctx, dir, o.Bin, o.Root, o.Out)
+	if err != nil {
+		return r, fmt.Errorf("starting the system (logs in %s): %w", dir, err)
+	}
+	defer sys.stop()
+
+	w := &workload{seed: o.Seed, apis: sys.apis(), client: &http.Client{Timeout: 3 * time.Second}}
+	if err := w.setUp(ctx, &ledger.Ledger{DB: sys.db}); err != nil {
+		return r, err
+	}
+	step(o.Out, "Seed %d: %d operations from %d clients, faults all along (logs in %s)", o.Seed, o.Ops, o.Clients, dir)
+	faultCtx, stopFaults := context.WithCancel(ctx)
+	in := newInjector(sys, o.Seed)
+	faultsDone := make(chan struct{})
+	go func() { in.run(faultCtx); close(faultsDone) }()
+
+	w.runAll(ctx, o.Ops, o.Clients, o.Out)
+	stopFaults()
+	<-faultsDone
+	step(o.Out, "Faults stopped; draining (at most %s)", drainBound)
+	if err := sys.heal(ctx); err != nil {
+		return r, err
+	}
+	if err := w.drain(ctx, sys); err != nil {
+		step(o.Out, "Not drained: %v", err)
+	}
+
+	step(o.Out, "Checking every answer against the ledger, the bank and Temporal")
+	c := &checker{db: sys.db}
+	byN := map[int]*op{}
+	for _, op := range w.ops {
+		byN[op.N] = op
+	}
+	for _, op := range w.ops {
+		c.op(ctx, op, byN)
+	}
+	c.ledger(ctx, sys)
+	c.feed(ctx, w, sys.apis()[0])
+
+	log := in.faults()
+	for _, f := range log {
+		r.Faults[f.Kind]++
+	}
+	for _, op := range w.ops {
+		r.Ops[strings.TrimSpace(op.Kind+" "+op.Variant)]++
+		r.Attempts += op.Attempts
+		r.Lost += op.LostAnswers
+		if op.LostAnswers > 0 && len(op.Answers) > 0 && op.Answers[0].Replayed {
+			r.LostCommits++
+		}
+	}
+	for _, v := range c.found {
+		r.Violations = append(r.Violations, describe(o.Seed, v, log))
+	}
+	r.Took = time.Since(start)
+	return r, nil
+}
+
+// runAll sends operations 0 … n-1 from clients at once, saying how far it is now and then.
+func (w *workload) runAll(ctx context.Context, n, clients int, out io.Writer) {
+	var next atomic.Int64
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				o := w.next(i)
+				w.mu.Lock()
+				w.ops = append(w.ops, o)
+				w.mu.Unlock()
+				w.run(ctx, o)
+				if d := done.Add(1); d%500 == 0 {
+					step(out, "%d of %d operations answered", d, n)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	sort.Slice(w.ops, func(i, j int) bool { return w.ops[i].N < w.ops[j].N })
+}
+
+// heal undoes whatever a fault left behind: every process running and resumed, PostgreSQL
+// reachable, the bank answering at its usual pace.
+func (s *system) heal(ctx context.Context) error {
+	s.dbProxy.Restore()
+	for _, name := range []string{"api-1", "api-2", "worker-1", "worker-2"} {
+		s.signal(name, syscall.SIGCONT) // a paused process was resumed already: this is a safeguard
+	}
+	return s.bankFaults(`{"latency":"10ms","down_for":"0s"}`)
+}
+
+// drain waits until nothing is pending: no transfer or refund pending, no payout processing, no
+// operation's workflow running.
+func (w *workload) drain(ctx context.Context, s *system) error {
+	deadline := time.Now().Add(drainBound)
+	for {
+		var pending int
+		err := s.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM transfers WHERE status = 'pending')
+			+ (SELECT count(*) FROM payouts WHERE status = 'processing')`).Scan(&pending)
+		running, rerr := runningWorkflows(ctx, s)
+		if err == nil && rerr == nil && pending == 0 && running == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d pending in the ledger, %d runs open (%v %v)", pending, running, err, rerr)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// describe says what broke, with what it takes to see it again: the seed, the operation, and
+// the faults around it.
+func describe(seed uint64, v violation, log []fault) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %s", seed, v.What)
+	if v.Op != nil {
+		o := v.Op
+		fmt.Fprintf(&b, "\n    operation %d: %s %s (key %s, owner %d) POST %s %s; %d attempts, %d without an answer, %s to %s",
+			o.N, o.Kind, o.Variant, o.Key, o.Owner, o.Path, o.Body, o.Attempts, o.LostAnswers,
+			o.Start.Format("15:04:05.000"), o.End.Format("15:04:05.000"))
+		for _, a := range o.Answers {
+			fmt.Fprintf(&b, "\n    answered %s", a)
+		}
+		for _, f := range around(log, o.Start, o.End, 5*time.Second) {
+			fmt.Fprintf(&b, "\n    fault %s", f)
+		}
+	}
+	return b.String()
+}
+
+// Print writes the report for a person to read.
+func (r Report) Print(w io.Writer) {
+	fmt.Fprintf(w, "Seed %d, %s\n", r.Seed, r.Took.Round(time.Second))
+	total := 0
+	for _, n := range r.Ops {
+		total += n
+	}
+	fmt.Fprintf(w, "  operations  %d: %s\n", total, counts(r.Ops))
+	faults := 0
+	for _, n := range r.Faults {
+		faults += n
+	}
+	fmt.Fprintf(w, "  faults      %d: %s\n", faults, counts(r.Faults))
+	fmt.Fprintf(w, "  requests    %d (%d retries), %d without an answer; %d operations had done their work when an answer was lost\n",
+		r.Attempts, r.Attempts-total, r.Lost, r.LostCommits)
+	fmt.Fprintf(w, "  violations  %d\n", len(r.Violations))
+	for _, v := range r.Violations {
+		fmt.Fprintf(w, "  %s\n", v)
+	}
+}
+
+func counts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
