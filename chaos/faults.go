@@ -54,38 +54,75 @@ func (f fault) String() string {
 	return s
 }
 
-// injector draws faults from the seed, one after another with a pause between them, until
-// stopped; each fault is healed before the next.
+// injector draws faults from the seed, a new one every few hundred milliseconds, each healed
+// after its duration; faults on different parts overlap, and a part already faulted is left
+// alone until healed (the draw is skipped).
 type injector struct {
 	sys *system
 	rng *rand.Rand
 
-	mu  sync.Mutex
-	log []fault
+	mu   sync.Mutex
+	log  []fault
+	busy map[string]bool // parts faulted now
+	wg   sync.WaitGroup
 }
 
 func newInjector(sys *system, seed uint64) *injector {
-	return &injector{sys: sys, rng: rand.New(rand.NewPCG(seed, 0xfa017))}
+	return &injector{sys: sys, rng: rand.New(rand.NewPCG(seed, 0xfa017)), busy: map[string]bool{}}
 }
 
-// run injects faults until ctx ends.
+// run injects faults until ctx ends, then waits for the ones under way to heal.
 func (in *injector) run(ctx context.Context) {
+	defer in.wg.Wait()
 	for {
-		gap := time.Duration(300+in.rng.IntN(1500)) * time.Millisecond
+		gap := time.Duration(200+in.rng.IntN(800)) * time.Millisecond
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(gap):
 		}
 		f := in.draw()
-		f.Start = time.Now()
-		if err := in.inject(ctx, &f); err != nil {
-			f.Err = err.Error()
-		}
-		f.End = time.Now()
+		parts := f.parts()
 		in.mu.Lock()
-		in.log = append(in.log, f)
+		free := true
+		for _, p := range parts {
+			free = free && !in.busy[p]
+		}
+		if free {
+			for _, p := range parts {
+				in.busy[p] = true
+			}
+		}
 		in.mu.Unlock()
+		if !free {
+			continue
+		}
+		in.wg.Go(func() {
+			f.Start = time.Now()
+			if err := in.inject(ctx, &f); err != nil {
+				f.Err = err.Error()
+			}
+			f.End = time.Now()
+			in.mu.Lock()
+			in.log = append(in.log, f)
+			for _, p := range parts {
+				delete(in.busy, p)
+			}
+			in.mu.Unlock()
+		})
+	}
+}
+
+// parts are what f acts on: the processes, PostgreSQL (its proxy and itself), the bank.
+func (f fault) parts() []string {
+	switch f.Kind {
+	case faultCutDatabase, faultRestartPostgres:
+		return []string{"postgresql"}
+	case faultLoseCommits:
+		worker, api, _ := strings.Cut(f.Target, "+")
+		return []string{"postgresql", worker, api}
+	default:
+		return []string{f.Target}
 	}
 }
 

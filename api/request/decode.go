@@ -68,7 +68,7 @@ func checkMembers(dec *json.Decoder, t reflect.Type, path string) error {
 		name := tok.(string) // object keys are always strings
 		if seen[name] {
 			return problem.Invalid("the request gives a field more than once",
-				problem.FieldError{Field: name, Message: "given more than once"})
+				problem.FieldError{Field: path + name, Message: "given more than once"})
 		}
 		seen[name] = true
 		var elem reflect.Type

@@ -149,6 +149,11 @@ func post(ctx context.Context, tx pgx.Tx, o *outbox, p Posting, answer Answer) (
 	if fenced {
 		return t, idempotency.Response{}, ErrFenced
 	}
+	// The row, claimed with the request, says what the posting is; a posting that says otherwise
+	// (a worker that does not know refunds, given a refund's claim) must not move its money.
+	if t.Kind != p.kind() || (t.RefundOf != nil) != (p.kind() == KindRefund) {
+		return t, idempotency.Response{}, fmt.Errorf("%w: %s %s posted as a %s", ErrInvalidPosting, t.Kind, t.ID, p.kind())
+	}
 
 	// A refund locks its transfer first (every refund of it takes the same lock, then the
 	// accounts), so that refunds racing for its last units are decided one after the other.
@@ -197,6 +202,9 @@ func moveMoney(ctx context.Context, tx pgx.Tx, p Posting, t Transfer) (reason st
 		if released, err = consumeHold(ctx, tx, t.ID, from.ID, t.AmountMinor); err != nil {
 			return "", err
 		}
+	}
+	if p.kind() == KindRefund && (from.Kind != KindCustomer || to.Kind != KindCustomer) {
+		return "", fmt.Errorf("%w: refund %s between a %s and a %s account", ErrInvalidPosting, t.ID, from.Kind, to.Kind)
 	}
 	if from.Kind == KindCustomer && released == 0 && from.AvailableMinor < t.AmountMinor {
 		return ReasonInsufficientFunds, nil

@@ -196,6 +196,34 @@ func TestConcurrentRefundsInTheLedger(t *testing.T) {
 	}
 }
 
+// A posting that says it is a transfer, of a refund's claim (a worker that knows nothing of
+// refunds), is refused: the row claimed with the request decides what moves.
+func TestARefundsClaimIsNeverPostedAsATransfer(t *testing.T) {
+	ctx := context.Background()
+	a, b := account(t, "USD", 1_000), account(t, "USD", 0)
+	tr := posting(a, b, 600)
+	if _, _, err := l.Post(ctx, tr, api.TransferAnswer); err != nil {
+		t.Fatal(err)
+	}
+	r := refund(tr, 1_000)
+	if err := ledger.InsertPending(ctx, l.DB, r); err != nil {
+		t.Fatal(err)
+	}
+	plain := r
+	plain.Kind, plain.RefundOf = "", ""
+	if _, _, err := l.Post(ctx, plain, api.TransferAnswer); !errors.Is(err, ledger.ErrInvalidPosting) {
+		t.Fatalf("a refund's claim posted as a transfer: %v, want ErrInvalidPosting", err)
+	}
+	if balance(t, a) != 400 || balance(t, b) != 600 {
+		t.Fatalf("balances %d/%d: money moved", balance(t, a), balance(t, b))
+	}
+	// Its own run, which knows it is a refund, then refuses it for what it is: more than the
+	// transfer moved. (Left pending, the claim would be for the recovery pass to run.)
+	if got, _, err := l.Post(ctx, r, api.TransferAnswer); err != nil || got.Status != transfer.Rejected {
+		t.Fatalf("the refund itself: %+v %v", got, err)
+	}
+}
+
 func balance(t *testing.T, id string) int64 {
 	t.Helper()
 	a, err := l.Account(context.Background(), "", id)

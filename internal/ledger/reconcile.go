@@ -559,15 +559,15 @@ func eventsMatchChanges(ctx context.Context, q database.Querier) ([]string, erro
 		WHERE NOT EXISTS (SELECT 1 FROM event_owners o WHERE o.event_seq = e.seq)`)
 }
 
-// refundsWithinTransfers finds refunds that do not reverse a completed transfer (other accounts,
-// currency or kind), and transfers whose amount_refunded_minor is not the sum of their completed
+// refundsWithinTransfers finds refunds that do not reverse their transfer (other accounts,
+// currency or kind), completed refunds of a transfer that is not completed, and transfers whose amount_refunded_minor is not the sum of their completed
 // refunds or is more than their amount.
 func refundsWithinTransfers(ctx context.Context, q database.Querier) ([]string, error) {
 	return lines(ctx, q, `
 		SELECT format('refund %s (%s %s %s->%s) does not reverse transfer %s (%s %s %s %s->%s)', r.id, r.amount_minor,
 			r.currency, r.from_account_id, r.to_account_id, t.id, t.kind, t.status, t.currency, t.from_account_id, t.to_account_id)
 		FROM transfers r JOIN transfers t ON t.id = r.refund_of
-		WHERE r.kind = 'refund' AND (t.kind <> 'transfer' OR t.status <> 'completed' OR r.currency <> t.currency
+		WHERE r.kind = 'refund' AND (t.kind <> 'transfer' OR (r.status = 'completed' AND t.status <> 'completed') OR r.currency <> t.currency
 			OR r.from_account_id <> t.to_account_id OR r.to_account_id <> t.from_account_id)
 		UNION ALL
 		SELECT format('transfer %s (%s %s) shows %s refunded; its completed refunds sum to %s', t.id, t.amount_minor,
