@@ -135,6 +135,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 
 // runAll sends operations 0 … n-1 from clients at once, saying how far it is now and then.
 func (w *workload) runAll(ctx context.Context, n, clients int, out io.Writer) {
+	start := time.Now()
 	var next atomic.Int64
 	var done atomic.Int64
 	var wg sync.WaitGroup
@@ -151,7 +152,7 @@ func (w *workload) runAll(ctx context.Context, n, clients int, out io.Writer) {
 				w.mu.Unlock()
 				w.run(ctx, o)
 				if d := done.Add(1); d%500 == 0 {
-					step(out, "%d of %d operations answered", d, n)
+					step(out, "%d of %d operations answered (%s)", d, n, time.Since(start).Round(time.Second))
 				}
 			}
 		})
