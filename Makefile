@@ -54,7 +54,7 @@ test-unit: bin/temporal bin/temporal-server/server
 	@echo "==> Unit and integration tests (real PostgreSQL, real Temporal dev server, -race)"
 	@# -p 1: each integration package runs its own dev servers, processes and load tests; one at
 	@# a time, they do not compete for the CPUs (two on this machine and in CI).
-	$(GO) test -race -count=1 -p 1 $$($(GO) list ./... | grep -v /faults)
+	$(GO) test -race -count=1 -p 1 -timeout 30m $$($(GO) list ./... | grep -v /faults)
 
 # The slow ones: a worker killed mid-transfer, PostgreSQL cut off under load, Temporal restarted;
 # and, on a Temporal cluster with the APIs and workers apart (TestCluster*), a history service

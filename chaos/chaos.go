@@ -16,8 +16,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,7 +52,8 @@ type Report struct {
 	Faults      map[string]int // by kind
 	Attempts    int            // requests sent, retries included
 	Lost        int            // requests that got no answer (killed, paused or cut off mid-way)
-	LostCommits int            // operations that had done their work when an attempt lost its answer
+	LostCommits int            // operations that committed while one of their attempts was under way and lost its answer
+	Restarts    int            // processes started again after they exited by themselves (a start during a fault)
 	Violations  []string
 	Took        time.Duration
 }
@@ -69,9 +70,12 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if err != nil {
 		return r, err
 	}
-	if !o.Keep {
-		defer os.RemoveAll(dir)
-	}
+	keep := o.Keep
+	defer func() {
+		if !keep {
+			os.RemoveAll(dir)
+		}
+	}()
 	if err := os.Chmod(dir, 0o755); err != nil { // PostgreSQL may run as another user (root cannot)
 		return r, err
 	}
@@ -113,21 +117,25 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	c.ledger(ctx, sys)
 	c.feed(ctx, w, sys.apis()[0])
+	r.LostCommits = c.lostCommits(ctx, w)
 
 	log := in.faults()
 	for _, f := range log {
 		r.Faults[f.Kind]++
 	}
+	r.Restarts = sys.restarts
 	for _, op := range w.ops {
 		r.Ops[strings.TrimSpace(op.Kind+" "+op.Variant)]++
 		r.Attempts += op.Attempts
 		r.Lost += op.LostAnswers
-		if op.LostAnswers > 0 && len(op.Answers) > 0 && op.Answers[0].Replayed {
-			r.LostCommits++
-		}
 	}
+	schedule := filepath.Join(dir, "faults.log")
+	writeSchedule(schedule, log)
 	for _, v := range c.found {
-		r.Violations = append(r.Violations, describe(o.Seed, v, log))
+		r.Violations = append(r.Violations, describe(o.Seed, v, log, schedule))
+	}
+	if len(r.Violations) > 0 {
+		keep = true // the logs, the data and the schedule, to look at
 	}
 	r.Took = time.Since(start)
 	return r, nil
@@ -136,6 +144,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 // runAll sends operations 0 … n-1 from clients at once, saying how far it is now and then.
 func (w *workload) runAll(ctx context.Context, n, clients int, out io.Writer) {
 	start := time.Now()
+	w.plan(n)
 	var next atomic.Int64
 	var done atomic.Int64
 	var wg sync.WaitGroup
@@ -143,14 +152,10 @@ func (w *workload) runAll(ctx context.Context, n, clients int, out io.Writer) {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= n || ctx.Err() != nil {
+				if i >= n {
 					return
 				}
-				o := w.next(i)
-				w.mu.Lock()
-				w.ops = append(w.ops, o)
-				w.mu.Unlock()
-				w.run(ctx, o)
+				w.run(ctx, w.ops[i]) // after ctx ends, this closes its done at once
 				if d := done.Add(1); d%500 == 0 {
 					step(out, "%d of %d operations answered (%s)", d, n, time.Since(start).Round(time.Second))
 				}
@@ -158,15 +163,26 @@ func (w *workload) runAll(ctx context.Context, n, clients int, out io.Writer) {
 		})
 	}
 	wg.Wait()
-	sort.Slice(w.ops, func(i, j int) bool { return w.ops[i].N < w.ops[j].N })
 }
 
 // heal undoes whatever a fault left behind: every process running and resumed, PostgreSQL
-// reachable, the bank answering at its usual pace.
+// reachable, the bank answering at its usual pace, the APIs ready.
 func (s *system) heal(ctx context.Context) error {
 	s.dbProxy.Restore()
 	for _, name := range []string{"api-1", "api-2", "worker-1", "worker-2"} {
 		s.signal(name, syscall.SIGCONT) // a paused process was resumed already: this is a safeguard
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for !s.restartExited() {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("processes keep exiting after the faults stopped (logs in %s)", s.dir)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	for _, api := range s.apis() {
+		if err := waitReady(ctx, api+"/readyz", 2*time.Minute); err != nil {
+			return err
+		}
 	}
 	return s.bankFaults(`{"latency":"10ms","down_for":"0s"}`)
 }
@@ -183,22 +199,28 @@ func (w *workload) drain(ctx context.Context, s *system) error {
 		if err == nil && rerr == nil && pending == 0 && running == 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("%d pending in the ledger, %d runs open (%v %v)", pending, running, err, rerr)
 		}
-		time.Sleep(500 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
 
 // describe says what broke, with what it takes to see it again: the seed, the operation, and
-// the faults around it.
-func describe(seed uint64, v violation, log []fault) string {
+// the faults around it (for the ledger as a whole, the schedule's file).
+func describe(seed uint64, v violation, log []fault, schedule string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d: %s", seed, v.What)
+	if v.Op == nil {
+		fmt.Fprintf(&b, "\n    the whole fault schedule: %s", schedule)
+	}
 	if v.Op != nil {
 		o := v.Op
-		fmt.Fprintf(&b, "\n    operation %d: %s %s (key %s, owner %d) POST %s %s; %d attempts, %d without an answer, %s to %s",
-			o.N, o.Kind, o.Variant, o.Key, o.Owner, o.Path, o.Body, o.Attempts, o.LostAnswers,
+		fmt.Fprintf(&b, "\n    operation %d: %s (key %s, owner %d) POST %s %s; %d attempts, %d without an answer, %s to %s",
+			o.N, strings.TrimSpace(o.Kind+" "+o.Variant), o.Key, o.Owner, o.Path, o.Body, o.Attempts, o.LostAnswers,
 			o.Start.Format("15:04:05.000"), o.End.Format("15:04:05.000"))
 		for _, a := range o.Answers {
 			fmt.Fprintf(&b, "\n    answered %s", a)
@@ -223,8 +245,9 @@ func (r Report) Print(w io.Writer) {
 		faults += n
 	}
 	fmt.Fprintf(w, "  faults      %d: %s\n", faults, counts(r.Faults))
-	fmt.Fprintf(w, "  requests    %d (%d retries), %d without an answer; %d operations had done their work when an answer was lost\n",
+	fmt.Fprintf(w, "  requests    %d (%d retries), %d without an answer; %d operations committed while an attempt that lost its answer was under way\n",
 		r.Attempts, r.Attempts-total, r.Lost, r.LostCommits)
+	fmt.Fprintf(w, "  restarts    %d processes started again after exiting on their own (a start during a fault)\n", r.Restarts)
 	fmt.Fprintf(w, "  violations  %d\n", len(r.Violations))
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "  %s\n", v)
@@ -242,4 +265,13 @@ func counts(m map[string]int) string {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// writeSchedule writes the fault log to path, one fault a line, in the order they started.
+func writeSchedule(path string, log []fault) {
+	var b strings.Builder
+	for _, f := range log {
+		fmt.Fprintln(&b, f)
+	}
+	_ = os.WriteFile(path, []byte(b.String()), 0o644)
 }

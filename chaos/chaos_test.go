@@ -66,11 +66,15 @@ func TestCheckerFindsWhatIsWrong(t *testing.T) {
 	ops := []*op{
 		{N: 0, Kind: kindTransfer, Amount: 5, Answers: []answer{created}},
 		{N: 1, Kind: kindTransfer, Variant: concurrent, Amount: 5, Answers: []answer{created, {Status: 201, Body: `{"id":"tr_other"}`}, created}},
-		{N: 2, Kind: kindTransfer, Variant: reused, Of: 0, Answers: []answer{created}},
+		{N: 2, Kind: kindTransfer, Variant: reused, Ref: 0, Answers: []answer{created}},
 		{N: 3, Kind: kindPayout, Amount: 5, Attempts: 40},
 		{N: 4, Kind: kindRefund, Target: "tr_missing", Amount: 3,
 			Answers: []answer{{Status: 422, Body: `{"type":"/problems/refund-exceeds-transfer"}`}}},
-		{N: 5, Kind: kindTransfer, Variant: again, Of: 0, Answers: []answer{{Status: 422, Body: `{"type":"/problems/insufficient-funds"}`}}},
+		{N: 6, Kind: kindRefund, Variant: concurrent, Target: "tr_missing", Amount: 3, Answers: []answer{
+			{Status: 422, Body: `{"type":"/problems/refund-exceeds-transfer","refund_id":"rf_1"}`},
+			{Status: 201, Body: `{"id":"rf_2"}`}, {Status: 422, Body: `{"type":"/problems/transfer-not-refundable"}`}}},
+		{N: 7, Kind: kindPayout, Amount: 5, Answers: []answer{{Status: 201, Body: `{"id":"po_missing"}`}}},
+		{N: 5, Kind: kindTransfer, Variant: again, Ref: 0, Answers: []answer{{Status: 422, Body: `{"type":"/problems/insufficient-funds"}`}}},
 	}
 	byN := map[int]*op{}
 	for _, o := range ops {
@@ -86,7 +90,7 @@ func TestCheckerFindsWhatIsWrong(t *testing.T) {
 		}
 	}
 	log := []fault{{Kind: faultKillAPI, Target: "api-1", Start: now, End: now}}
-	if d := describe(7, c.found[0], log); !strings.Contains(d, "seed 7") || !strings.Contains(d, "operation 0") ||
+	if d := describe(7, c.found[0], log, "faults.log"); !strings.Contains(d, "seed 7") || !strings.Contains(d, "operation 0") ||
 		!strings.Contains(d, "kill-api api-1") {
 		t.Fatalf("a violation must name the seed, the operation and the faults around it:\n%s", d)
 	}

@@ -2,10 +2,12 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/workflowservice/v1"
@@ -28,6 +30,7 @@ type checker struct {
 
 type ledgerReader interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 func (c *checker) add(o *op, format string, args ...any) {
@@ -52,22 +55,47 @@ func (c *checker) posting(ctx context.Context, id string) (posting, bool) {
 // op checks one operation: every sender got a final answer, all of them the same, and the same
 // as the operation it repeats; what the answer says is what the ledger holds.
 func (c *checker) op(ctx context.Context, o *op, byN map[int]*op) {
+	if o.Skipped != "" {
+		return // what it refers to is reported
+	}
 	if len(o.Answers) == 0 || (o.Variant == concurrent && len(o.Answers) != 3) {
 		c.add(o, "no final answer after %d attempts", o.Attempts)
 		return
 	}
-	first := o.Answers[0]
-	for _, a := range o.Answers[1:] {
-		if a.Status != first.Status || a.Body != first.Body {
+	// Every stored answer for the key is the same. A refusal decided before the claim is not
+	// stored (a refund's, docs/contract.md §8): a sender may get one while another's request,
+	// which passed the check a moment earlier, is refused in the ledger; each is checked below.
+	var first *answer
+	for i := range o.Answers {
+		a := &o.Answers[i]
+		if !a.stored() {
+			continue
+		}
+		if first == nil {
+			first = a
+		} else if a.Status != first.Status || a.Body != first.Body {
 			c.add(o, "two answers for one key: %s / %s", first, a)
 		}
 	}
-	switch o.Variant {
-	case again:
-		if orig := byN[o.Of].Answers[0]; first.Status != orig.Status || first.Body != orig.Body {
-			c.add(o, "sent again, answered otherwise: first %s, now %s", orig, first)
+	if o.Variant == again {
+		if orig := byN[o.Ref].Answers[0]; o.Answers[0].Status != orig.Status || o.Answers[0].Body != orig.Body {
+			c.add(o, "sent again, answered otherwise: first %s, now %s", orig, o.Answers[0])
 		}
 		return
+	}
+	if first != nil {
+		c.answer(ctx, o, *first)
+	}
+	for _, a := range o.Answers {
+		if !a.stored() {
+			c.answer(ctx, o, a)
+		}
+	}
+}
+
+// answer checks one final answer of o against the ledger.
+func (c *checker) answer(ctx context.Context, o *op, first answer) {
+	switch o.Variant {
 	case reused:
 		if first.Status != http.StatusUnprocessableEntity || first.field("type") != "/problems/idempotency-key-reused" {
 			c.add(o, "a key reused with another body was answered %s", first)
@@ -109,6 +137,10 @@ func (c *checker) refund(ctx context.Context, o *op, a answer) {
 		t, ok := c.posting(ctx, o.Target)
 		if !ok || t.Amount-t.Refunded >= max(o.Amount, 1) {
 			c.add(o, "refused as exceeding transfer %s, which has %d of %d left", o.Target, t.Amount-t.Refunded, t.Amount)
+		}
+	case a.Status == http.StatusUnprocessableEntity && typ == "/problems/transfer-not-refundable":
+		if t, ok := c.posting(ctx, o.Target); !ok || t.Status == "completed" {
+			c.add(o, "refused as not refundable, but transfer %s is %s", o.Target, t.Status)
 		}
 	default:
 		c.add(o, "unexpected answer %s", a)
@@ -168,11 +200,13 @@ func (c *checker) ledger(ctx context.Context, s *system) {
 		c.add(nil, "reconcile: %v", err)
 		return
 	}
-	if !report.OK() || len(report.StalePending) > 0 {
+	// After the drain nothing is in flight: a ledger behind the bank now stays behind.
+	if !report.OK() || len(report.StalePending) > 0 || len(report.BankInFlight) > 0 {
 		var b bytes.Buffer
 		report.Print(&b)
 		c.add(nil, "payments reconcile:\n%s", b.String())
 	}
+	c.paidOnce(ctx, statement)
 	for what, sql := range map[string]string{
 		"transfers or refunds still pending": `SELECT count(*) FROM transfers WHERE status = 'pending'`,
 		"holds still open":                   `SELECT count(*) FROM holds WHERE status = 'open'`,
@@ -251,4 +285,67 @@ func (c *checker) feed(ctx context.Context, w *workload, api string) {
 			c.add(nil, "owner %d's feed shows %d events, the ledger has %d for it (in the same order: %v)", i, len(ids), want, inOrder)
 		}
 	}
+}
+
+// paidOnce holds every payout to the bank's statement directly: a paid or returned payout has
+// exactly one bank payment, under its reference, with its outcome; a failed one none that was
+// paid or returned. (Invariant 8 starts from the payments the ledger recorded.)
+func (c *checker) paidOnce(ctx context.Context, statement []bank.Payment) {
+	if statement == nil {
+		return // reported
+	}
+	byRef := map[string][]bank.Payment{}
+	for _, p := range statement {
+		byRef[p.Reference] = append(byRef[p.Reference], p)
+	}
+	rows, err := c.db.Query(ctx, `SELECT id, status FROM payouts`)
+	if err != nil {
+		c.add(nil, "payouts: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, status string
+		if err := rows.Scan(&id, &status); err != nil {
+			c.add(nil, "payouts: %v", err)
+			return
+		}
+		ps := byRef[id]
+		switch {
+		case (status == "paid" || status == "returned") && (len(ps) != 1 || ps[0].Status != status):
+			c.add(nil, "payout %s is %s; the bank holds %d payments for it: %+v", id, status, len(ps), ps)
+		case status == "failed" && len(ps) > 1,
+			status == "failed" && len(ps) == 1 && ps[0].Status != bank.Failed:
+			c.add(nil, "payout %s failed; the bank holds %+v", id, ps)
+		}
+	}
+}
+
+// lostCommits counts the operations whose transfer, refund or payout committed while one of
+// their attempts was under way and lost its answer: the window between "committed" and
+// "answered" was hit, and the client learned the outcome from a later attempt.
+func (c *checker) lostCommits(ctx context.Context, w *workload) int {
+	n := 0
+	for _, o := range w.ops {
+		if len(o.Lost) == 0 || len(o.Answers) == 0 || o.Variant == reused || o.Variant == again {
+			continue
+		}
+		a := o.Answers[0]
+		id := cmp.Or(a.field("id"), a.field("refund_id"), a.field("payout_id"))
+		if o.Kind == kindTransfer {
+			id = cmp.Or(a.field("id"), a.field("transfer_id"))
+		}
+		var at time.Time
+		if err := c.db.QueryRow(ctx, `SELECT COALESCE((SELECT completed_at FROM transfers WHERE id = $1),
+			(SELECT created_at FROM holds WHERE payout_id = $1), (SELECT failed_at FROM payouts WHERE id = $1))`, id).Scan(&at); err != nil {
+			continue
+		}
+		for _, l := range o.Lost {
+			if !at.Before(l.From) && !at.After(l.To) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,7 +21,7 @@ const (
 	faultPauseWorker     = "pause-worker"     // SIGSTOP a worker past its activities' and tasks' timeouts
 	faultCutDatabase     = "cut-database"     // drop every payments connection to PostgreSQL, refuse new ones
 	faultRestartPostgres = "restart-postgres" // crash PostgreSQL itself (immediate shutdown) and start it
-	faultKillTemporal    = "kill-temporal"    // SIGKILL a Temporal service (history, matching, frontend), start it
+	faultKillTemporal    = "kill-temporal"    // SIGKILL a Temporal service (history, matching, frontend, worker), start it
 	faultBankDown        = "bank-down"        // the bank answers 503 to everything
 	faultBankSlow        = "bank-slow"        // the bank answers after 3 s
 	// faultLoseCommits freezes every payments connection to PostgreSQL, so that the
@@ -103,6 +104,9 @@ func (in *injector) run(ctx context.Context) {
 				f.Err = err.Error()
 			}
 			f.End = time.Now()
+			if f.Kind == faultBankDown { // the bank heals itself
+				f.End = f.Start.Add(f.For)
+			}
 			in.mu.Lock()
 			in.log = append(in.log, f)
 			for _, p := range parts {
@@ -150,13 +154,14 @@ func (in *injector) draw() fault {
 	case faultPauseAPI:
 		return fault{Kind: kind, Target: one("api-1", "api-2"), For: between(3*time.Second, 6*time.Second)}
 	case faultPauseWorker:
-		return fault{Kind: kind, Target: one("worker-1", "worker-2"), For: between(3*time.Second, 12*time.Second)}
+		// Past a transfer's posting (10 s), a workflow task (10 s) and a payout's bank call (30 s).
+		return fault{Kind: kind, Target: one("worker-1", "worker-2"), For: between(10*time.Second, 35*time.Second)}
 	case faultCutDatabase:
 		return fault{Kind: kind, Target: "postgresql", For: between(500*time.Millisecond, 4*time.Second)}
 	case faultRestartPostgres:
 		return fault{Kind: kind, Target: "postgresql", For: between(0, time.Second)}
 	case faultKillTemporal:
-		return fault{Kind: kind, Target: one("history", "matching", "frontend"), For: between(200*time.Millisecond, 2*time.Second)}
+		return fault{Kind: kind, Target: one("history", "matching", "frontend", "worker"), For: between(200*time.Millisecond, 2*time.Second)}
 	case faultBankDown:
 		return fault{Kind: kind, Target: "bank", For: between(2*time.Second, 8*time.Second)}
 	case faultLoseCommits:
@@ -199,7 +204,7 @@ func (in *injector) inject(ctx context.Context, f *fault) error {
 		return s.bankFaults(fmt.Sprintf(`{"down_for":%q}`, f.For.String()))
 	case faultLoseCommits:
 		worker, api, _ := strings.Cut(f.Target, "+")
-		s.dbProxy.Freeze()
+		s.dbProxy.FreezeReplies() // what is sent still arrives: COMMITs commit, unanswered
 		wait()
 		s.kill(worker)
 		s.kill(api)
@@ -232,11 +237,13 @@ func (s *system) bankFaults(knobs string) error {
 	return nil
 }
 
-// faults is the log so far.
+// faults is the log so far, in the order the faults started.
 func (in *injector) faults() []fault {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return append([]fault(nil), in.log...)
+	log := append([]fault(nil), in.log...)
+	slices.SortFunc(log, func(a, b fault) int { return a.Start.Compare(b.Start) })
+	return log
 }
 
 // around is the faults that overlap [from-margin, to+margin].

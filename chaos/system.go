@@ -37,8 +37,10 @@ type system struct {
 	temporal *cluster.Cluster
 	bankURL  string
 
-	mu    sync.Mutex
-	procs map[string]*process // "api-1", "worker-2", "bank"
+	mu       sync.Mutex
+	procs    map[string]*process // "api-1", "worker-2", "bank"
+	restarts int                 // processes the supervisor started again after they exited by themselves
+	stopping bool
 }
 
 // process is one payments process: how to start it again after a kill.
@@ -49,6 +51,7 @@ type process struct {
 	url  string // an API's base URL
 	ch   *child.Child
 	log  *os.File
+	down bool // killed by a fault, to be started by it: the supervisor leaves it alone
 }
 
 // startSystem brings up the whole topology under dir, saying what it does on out.
@@ -126,6 +129,7 @@ func startSystem(ctx context.Context, dir, bin, root string, out io.Writer) (_ *
 			return nil, err
 		}
 	}
+	go s.supervise(ctx)
 	return s, nil
 }
 
@@ -143,6 +147,7 @@ func (s *system) start(name string) error {
 		}
 		p.log = f
 	}
+	p.down = false
 	cmd := exec.Command(s.bin, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = p.log, p.log
@@ -154,12 +159,72 @@ func (s *system) start(name string) error {
 	return nil
 }
 
-// kill sends SIGKILL to process name and waits for it to go.
+// kill sends SIGKILL to process name and waits for it to go; it stays down until start.
 func (s *system) kill(name string) {
 	s.mu.Lock()
 	p := s.procs[name]
+	p.down = true
 	s.mu.Unlock()
 	_ = p.ch.Kill()
+}
+
+// supervise starts again, until ctx ends, any process that exited by itself: a payments
+// process exits when PostgreSQL or Temporal does not answer as it starts (a fault elsewhere may
+// be under way), a Temporal service when PostgreSQL does not. Production's supervisor
+// (docker-compose's restart policy, systemd, Kubernetes) does the same.
+func (s *system) supervise(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+		s.restartExited()
+	}
+}
+
+// restartExited starts again the processes that exited by themselves, and says whether all
+// were running.
+func (s *system) restartExited() bool {
+	s.mu.Lock()
+	stopping := s.stopping
+	s.mu.Unlock()
+	if stopping {
+		return true
+	}
+	all := true
+	for _, name := range []string{"bank", "worker-1", "worker-2", "api-1", "api-2"} {
+		s.mu.Lock()
+		p := s.procs[name]
+		exited := !p.down && p.ch != nil && isDone(p.ch)
+		s.mu.Unlock()
+		if exited {
+			all = false
+			if s.start(name) == nil {
+				s.mu.Lock()
+				s.restarts++
+				s.mu.Unlock()
+			}
+		}
+	}
+	for _, service := range s.temporal.Exited() {
+		all = false
+		if s.temporal.StartService(service) == nil {
+			s.mu.Lock()
+			s.restarts++
+			s.mu.Unlock()
+		}
+	}
+	return all
+}
+
+func isDone(c *child.Child) bool {
+	select {
+	case <-c.Done():
+		return true
+	default:
+		return false
+	}
 }
 
 // signal sends sig (SIGSTOP, SIGCONT) to process name.
@@ -176,6 +241,9 @@ func (s *system) apis() []string {
 
 // stop stops everything, the APIs first and PostgreSQL last.
 func (s *system) stop() {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
 	for _, name := range []string{"api-1", "api-2", "worker-1", "worker-2", "bank"} {
 		if p := s.procs[name]; p != nil && p.ch != nil {
 			_ = p.ch.Kill()
@@ -199,8 +267,9 @@ func (s *system) stop() {
 // waitReady waits until url answers 200.
 func waitReady(ctx context.Context, url string, within time.Duration) error {
 	deadline := time.Now().Add(within)
+	client := &http.Client{Timeout: 2 * time.Second}
 	for {
-		resp, err := http.Get(url)
+		resp, err := client.Get(url)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

@@ -1,12 +1,14 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,20 +36,28 @@ type op struct {
 	N       int
 	Kind    string
 	Variant string
-	Of      int // the earlier operation again and reused repeat
+	Ref     int // the earlier operation a refund refunds, or again and reused repeat; -1 for none
 	Owner   int
 	Key     string
-	Path    string
 	Body    string
 	Amount  int64  // what the body asks (for a refund left to "all that remains", 0)
-	Target  string // a refund's transfer
+	To      string // a transfer's destination account, whose owner may refund it
+
+	done chan struct{} // closed once every sender has its final answer (or gave up)
 
 	mu          sync.Mutex
+	Path        string   // set when sent: a refund's names its transfer
+	Target      string   // a refund's transfer
 	Answers     []answer // the final answer of each sender
 	Attempts    int
-	LostAnswers int // attempts that got no answer (the process died, paused or was cut off)
+	LostAnswers int    // attempts that got no answer (the process died, paused or was cut off)
+	Lost        []span // when those attempts were under way
+	Skipped     string // why the operation was not sent (what it refers to got no answer)
 	Start, End  time.Time
 }
+
+// span is when an attempt was under way.
+type span struct{ From, To time.Time }
 
 // answer is an HTTP answer as a client kept it.
 type answer struct {
@@ -66,6 +76,13 @@ func (a answer) field(name string) string {
 	return s
 }
 
+// stored is true for an answer the API stores and replays: anything but a refusal decided
+// before the claim (a refund's 422 without refund_id, docs/contract.md §8).
+func (a answer) stored() bool {
+	return !(a.Status == http.StatusUnprocessableEntity && a.field("refund_id") == "" &&
+		(a.field("type") == "/problems/refund-exceeds-transfer" || a.field("type") == "/problems/transfer-not-refundable"))
+}
+
 // owner is a customer of the run: its API key and its USD accounts.
 type owner struct {
 	ID, Key  string
@@ -79,9 +96,7 @@ type workload struct {
 	owners []owner
 	client *http.Client
 
-	mu        sync.Mutex
-	ops       []*op
-	completed []*op // transfers answered 201: what refunds refund
+	ops []*op // planned from the seed
 }
 
 const (
@@ -117,26 +132,30 @@ func (w *workload) setUp(ctx context.Context, l *ledger.Ledger) error {
 	return nil
 }
 
-// next makes operation n: drawn from its own generator (seed, n), so that the mix, the keys,
-// the amounts and the duplicates are the seed's. What a refund refunds and what a duplicate
-// repeats are drawn among the operations answered by then.
-func (w *workload) next(n int) *op {
-	rng := rand.New(rand.NewPCG(w.seed, uint64(n)))
-	o := &op{N: n, Key: fmt.Sprintf("chaos-%d-%d", w.seed, n)}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// plan draws the n operations from the seed, all before the first is sent, so that the seed
+// fixes them: kinds, keys, amounts, accounts, and which earlier operation a refund refunds or a
+// duplicate repeats (it is sent once that one has its answer).
+func (w *workload) plan(n int) {
+	rng := rand.New(rand.NewPCG(w.seed, 0x0b5))
+	for i := range n {
+		w.ops = append(w.ops, w.draw(rng, i))
+	}
+}
+
+func (w *workload) draw(rng *rand.Rand, n int) *op {
+	o := &op{N: n, Ref: -1, Key: fmt.Sprintf("chaos-%d-%d", w.seed, n), done: make(chan struct{})}
 	switch p := rng.IntN(100); {
-	case p < 10 && len(w.ops) > 0:
-		if earlier := w.answered(rng, 201); earlier != nil {
-			o.Variant, o.Of = again, earlier.N
-			o.Kind, o.Owner, o.Key, o.Path, o.Body, o.Amount, o.Target =
-				earlier.Kind, earlier.Owner, earlier.Key, earlier.Path, earlier.Body, earlier.Amount, earlier.Target
+	case p < 10:
+		if earlier := w.earlier(rng, n, kindTransfer, kindPayout); earlier != nil {
+			// The same request again after its answer: a 201 or a 422 replayed.
+			o.Variant, o.Ref = again, earlier.N
+			o.Kind, o.Owner, o.Key, o.Body, o.Amount, o.To = earlier.Kind, earlier.Owner, earlier.Key, earlier.Body, earlier.Amount, earlier.To
 			return o
 		}
-	case p < 15 && len(w.ops) > 0:
-		if earlier := w.answered(rng, 201); earlier != nil {
-			o.Variant, o.Of = reused, earlier.N
-			o.Kind, o.Owner, o.Key, o.Path, o.Target = earlier.Kind, earlier.Owner, earlier.Key, earlier.Path, earlier.Target
+	case p < 15:
+		if earlier := w.earlier(rng, n, kindTransfer, kindPayout); earlier != nil {
+			o.Variant, o.Ref = reused, earlier.N
+			o.Kind, o.Owner, o.Key = earlier.Kind, earlier.Owner, earlier.Key
 			o.Amount = earlier.Amount + 1
 			o.Body = w.body(rng, o)
 			return o
@@ -146,33 +165,35 @@ func (w *workload) next(n int) *op {
 		o.Variant = concurrent
 	}
 	switch p := rng.IntN(100); {
-	case p < 20 && len(w.completed) > 0:
-		t := w.completed[rng.IntN(len(w.completed))]
-		o.Kind, o.Target = kindRefund, t.Answers[0].field("id")
-		o.Owner = w.ownerOf(t.Answers[0].field("to_account_id"))
-		o.Path = "/v1/transfers/" + o.Target + "/refunds"
-		if rng.IntN(2) == 0 {
-			o.Amount = 1 + rng.Int64N(t.Amount)
+	case p < 20:
+		if t := w.earlier(rng, n, kindTransfer); t != nil {
+			o.Kind, o.Ref, o.Owner = kindRefund, t.N, w.ownerOf(t.To)
+			if rng.IntN(2) == 0 {
+				o.Amount = 1 + rng.Int64N(t.Amount)
+			}
+			o.Body = w.body(rng, o)
+			return o
 		}
+		fallthrough
 	case p < 40:
-		o.Kind, o.Owner, o.Path = kindPayout, rng.IntN(owners), "/v1/payouts"
+		o.Kind, o.Owner = kindPayout, rng.IntN(owners)
 		o.Amount = 1 + rng.Int64N(20_000)
 	default:
-		o.Kind, o.Owner, o.Path = kindTransfer, rng.IntN(owners), "/v1/transfers"
+		o.Kind, o.Owner = kindTransfer, rng.IntN(owners)
 		o.Amount = 1 + rng.Int64N(60_000) // now and then more than is left: insufficient-funds
 	}
 	o.Body = w.body(rng, o)
 	return o
 }
 
-// answered is an earlier operation whose final answer had status, or nil.
-func (w *workload) answered(rng *rand.Rand, status int) *op {
+// earlier is an earlier operation of one of kinds, sent as itself (not a repeat), or nil.
+func (w *workload) earlier(rng *rand.Rand, n int, kinds ...string) *op {
+	if n == 0 {
+		return nil
+	}
 	for range 5 {
-		o := w.ops[rng.IntN(len(w.ops))]
-		o.mu.Lock()
-		ok := len(o.Answers) > 0 && o.Answers[0].Status == status && o.Variant != reused
-		o.mu.Unlock()
-		if ok {
+		o := w.ops[rng.IntN(n)]
+		if (o.Variant == plain || o.Variant == concurrent) && slices.Contains(kinds, o.Kind) {
 			return o
 		}
 	}
@@ -217,13 +238,35 @@ func (w *workload) body(rng *rand.Rand, o *op) string {
 			other := w.owners[rng.IntN(owners)].Accounts
 			to = other[rng.IntN(len(other))]
 		}
+		o.To = to
 		return fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":%d,"currency":"USD"}`, from, to, o.Amount)
 	}
 }
 
 // run sends o as a well-behaved client does: the same request, under the same key, again after
-// a timeout, a dropped connection, a 202, a 409, a 500 or a 503, until a final answer.
+// a timeout, a dropped connection, a 202, a 409, a 500 or a 503, until a final answer. An
+// operation that refers to an earlier one waits for that one's answer first.
 func (w *workload) run(ctx context.Context, o *op) {
+	defer close(o.done)
+	if o.Ref >= 0 {
+		ref := w.ops[o.Ref]
+		<-ref.done
+		if len(ref.Answers) == 0 {
+			o.Skipped = fmt.Sprintf("operation %d got no answer", ref.N)
+			return
+		}
+		switch o.Kind {
+		case kindRefund:
+			// Its transfer's id, whether it completed (201) or was rejected (422): a refund of a
+			// rejected one is transfer-not-refundable.
+			o.Target = cmp.Or(ref.Answers[0].field("id"), ref.Answers[0].field("transfer_id"))
+			o.Path = "/v1/transfers/" + o.Target + "/refunds"
+		default:
+			o.Path = ref.path()
+		}
+	} else {
+		o.Path = o.path()
+	}
 	o.Start = time.Now()
 	senders := 1
 	if o.Variant == concurrent {
@@ -242,13 +285,14 @@ func (w *workload) run(ctx context.Context, o *op) {
 	}
 	wg.Wait()
 	o.End = time.Now()
-	if o.Kind == kindTransfer && (o.Variant == plain || o.Variant == concurrent) {
-		if len(o.Answers) > 0 && o.Answers[0].Status == http.StatusCreated {
-			w.mu.Lock()
-			w.completed = append(w.completed, o)
-			w.mu.Unlock()
-		}
+}
+
+// path is where o is sent, for a transfer or a payout.
+func (o *op) path() string {
+	if o.Kind == kindPayout {
+		return "/v1/payouts"
 	}
+	return "/v1/transfers"
 }
 
 // finalGiveUp bounds how long a client keeps asking: far past every fault and drain.
@@ -258,11 +302,13 @@ func (w *workload) send(ctx context.Context, o *op, sender int) (answer, bool) {
 	deadline := time.Now().Add(finalGiveUp)
 	for attempt := 0; time.Now().Before(deadline) && ctx.Err() == nil; attempt++ {
 		api := w.apis[(o.N+sender+attempt)%len(w.apis)]
+		sent := time.Now()
 		a, err := w.post(ctx, api, o)
 		o.mu.Lock()
 		o.Attempts++
 		if err != nil {
 			o.LostAnswers++
+			o.Lost = append(o.Lost, span{sent, time.Now()})
 		}
 		o.mu.Unlock()
 		if err == nil && final(a.Status) {

@@ -280,6 +280,23 @@ func (c *Cluster) StopService(service string) error {
 	return interrupt(proc)
 }
 
+// Exited lists the services whose process has exited by itself (a start that failed, a crash),
+// for a supervisor to start again; a service KillService or StopService stopped is not listed.
+func (c *Cluster) Exited() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for s, p := range c.procs {
+		select {
+		case <-p.Done():
+			out = append(out, s)
+		default:
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Pids are the service processes' ids, by service.
 func (c *Cluster) Pids() map[string]int {
 	c.mu.Lock()

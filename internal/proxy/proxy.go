@@ -13,11 +13,12 @@ type Proxy struct {
 	target string
 	ln     net.Listener
 
-	mu     sync.Mutex
-	cut    bool
-	frozen bool
-	thaw   *sync.Cond
-	conns  map[net.Conn]bool
+	mu      sync.Mutex
+	cut     bool
+	frozen  bool
+	replies bool // frozen one way: what the target sends back is held, what it is sent goes through
+	thaw    *sync.Cond
+	conns   map[net.Conn]bool
 }
 
 // New listens on a free loopback port and forwards to target until Close.
@@ -67,8 +68,8 @@ func (p *Proxy) forward(client net.Conn) {
 	if !p.track(client, server) {
 		return
 	}
-	go p.pipe(server, client)
-	p.pipe(client, server)
+	go p.pipe(server, client, false)
+	p.pipe(client, server, true)
 }
 
 func (p *Proxy) track(cs ...net.Conn) bool {
@@ -84,8 +85,9 @@ func (p *Proxy) track(cs ...net.Conn) bool {
 	return !p.cut
 }
 
-// pipe copies src to dst, holding each chunk while the proxy is frozen.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, holding each chunk while the proxy is frozen (reply: src is the
+// target, and replies are held too while FreezeReplies holds them).
+func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)
@@ -93,7 +95,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			for p.frozen {
+			for p.frozen || (reply && p.replies) {
 				p.thaw.Wait()
 			}
 			dropped := p.cut
@@ -115,7 +117,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cut, p.frozen = true, false
+	p.cut, p.frozen, p.replies = true, false, false
 	for c := range p.conns {
 		c.Close()
 	}
@@ -127,7 +129,7 @@ func (p *Proxy) Cut() {
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cut, p.frozen = false, false
+	p.cut, p.frozen, p.replies = false, false, false
 	p.thaw.Broadcast()
 }
 
@@ -136,4 +138,12 @@ func (p *Proxy) Freeze() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.frozen = true
+}
+
+// FreezeReplies holds what the target sends back, while what is sent to it still goes through:
+// a database commits the transactions whose COMMIT arrives, and nobody hears that it did.
+func (p *Proxy) FreezeReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.replies = true
 }
