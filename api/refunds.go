@@ -53,14 +53,10 @@ func (s *Server) createRefund(c echo.Context) error {
 			return exceeds(t, remaining)
 		}
 	}
-	answer, err := s.Transfers.Submit(ctx, transfers.Request{
+	answer, err := s.submit(c, transfers.Request{
 		Scope: scope, Fingerprint: fp, From: t.ToAccountID, To: t.FromAccountID, AmountMinor: amount,
 		Currency: t.Currency, Description: req.Description, Metadata: req.Metadata, RefundOf: t.ID,
 	})
-	if answer.TransferID != "" { // for the request log
-		c.Set(ctxWorkflowID, scope.WorkflowID())
-		c.Set(ctxTransferID, answer.TransferID)
-	}
 	if err != nil {
 		return err
 	}

@@ -105,14 +105,10 @@ func (s *Server) createTransfer(c echo.Context) error {
 		return problem.New(http.StatusUnprocessableEntity, "currency-mismatch",
 			"the transfer is in "+req.Currency+", which the destination account does not hold")
 	}
-	answer, err := s.Transfers.Submit(ctx, transfers.Request{
+	answer, err := s.submit(c, transfers.Request{
 		Scope: scope, Fingerprint: fp, From: from.ID, To: to.ID,
 		AmountMinor: req.AmountMinor, Currency: req.Currency, Description: req.Description, Metadata: req.Metadata,
 	})
-	if answer.TransferID != "" { // for the request log
-		c.Set(ctxWorkflowID, scope.WorkflowID())
-		c.Set(ctxTransferID, answer.TransferID)
-	}
 	if err != nil {
 		return err
 	}
@@ -124,6 +120,17 @@ func (s *Server) createTransfer(c echo.Context) error {
 		outcomes.WithLabelValues(string(outcomeOf(answer.Status))).Inc()
 	}
 	return respond(c, answer.Response, answer.Replayed)
+}
+
+// submit submits r (a transfer or a refund) and names the posting and its workflow in the
+// request's log line.
+func (s *Server) submit(c echo.Context, r transfers.Request) (transfers.Answer, error) {
+	answer, err := s.Transfers.Submit(c.Request().Context(), r)
+	if answer.TransferID != "" {
+		c.Set(ctxWorkflowID, r.Scope.WorkflowID())
+		c.Set(ctxTransferID, answer.TransferID)
+	}
+	return answer, err
 }
 
 func outcomeOf(status int) transfer.Status {

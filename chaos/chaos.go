@@ -123,7 +123,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	for _, f := range log {
 		r.Faults[f.Kind]++
 	}
-	r.Restarts = sys.restarts
+	sys.mu.Lock()
+	r.Restarts = sys.restarts // the supervisor still runs
+	sys.mu.Unlock()
 	for _, op := range w.ops {
 		r.Ops[strings.TrimSpace(op.Kind+" "+op.Variant)]++
 		r.Attempts += op.Attempts

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/payments/payments/api"
 	"github.com/payments/payments/internal/auth"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
@@ -122,7 +123,7 @@ func (w *workload) setUp(ctx context.Context, l *ledger.Ledger) error {
 			scope := idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteDeposit, Key: "chaos-funding-" + acc.ID}
 			if _, _, err := l.Post(ctx, ledger.Posting{TransferID: scope.TransferID(0), WorkflowID: scope.WorkflowID(),
 				From: money.FundingAccountID("USD"), To: acc.ID, AmountMinor: initialBalance, Currency: "USD", Scope: scope},
-				func(ledger.Transfer) idempotency.Response { return idempotency.Response{Status: 201} }); err != nil {
+				api.TransferAnswer); err != nil {
 				return err
 			}
 			o.Accounts = append(o.Accounts, acc.ID)

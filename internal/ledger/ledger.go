@@ -192,18 +192,17 @@ func (l *Ledger) Transfer(ctx context.Context, ownerID, id string) (Transfer, er
 // Requested returns transfer or refund id, whoever holds its accounts: the postings a client
 // requests under a key of its own.
 func (l *Ledger) Requested(ctx context.Context, id string) (Transfer, error) {
-	return scanTransfer(l.DB.QueryRow(ctx, `SELECT `+transferColumns+` FROM transfers
-		WHERE id = $1 AND kind IN ('transfer', 'refund')`, id))
+	return l.posting(ctx, "", id, KindTransfer, KindRefund)
 }
 
-// posting returns the posting id of kind if ownerID holds either of its accounts (any owner
-// when empty).
-func (l *Ledger) posting(ctx context.Context, ownerID, id, kind string) (Transfer, error) {
+// posting returns the posting id, of one of kinds, if ownerID holds either of its accounts
+// (any owner when empty).
+func (l *Ledger) posting(ctx context.Context, ownerID, id string, kinds ...string) (Transfer, error) {
 	return scanTransfer(l.DB.QueryRow(ctx, `
 		SELECT `+transferColumns+` FROM transfers t
-		WHERE id = $1 AND kind = $3 AND ($2 = '' OR EXISTS (
+		WHERE id = $1 AND kind = ANY($3) AND ($2 = '' OR EXISTS (
 			SELECT 1 FROM accounts a
-			WHERE a.id IN (t.from_account_id, t.to_account_id) AND a.owner_id = $2))`, id, ownerID, kind))
+			WHERE a.id IN (t.from_account_id, t.to_account_id) AND a.owner_id = $2))`, id, ownerID, kinds))
 }
 
 // Unclaim withdraws the claim of scope for resource id (a transfer or a payout) when its run

@@ -151,7 +151,7 @@ func post(ctx context.Context, tx pgx.Tx, o *outbox, p Posting, answer Answer) (
 	}
 	// The row, claimed with the request, says what the posting is; a posting that says otherwise
 	// (a worker that does not know refunds, given a refund's claim) must not move its money.
-	if t.Kind != p.kind() || (t.RefundOf != nil) != (p.kind() == KindRefund) {
+	if t.Kind != p.kind() { // (refund_has_transfer: a refund's row always names its transfer)
 		return t, idempotency.Response{}, fmt.Errorf("%w: %s %s posted as a %s", ErrInvalidPosting, t.Kind, t.ID, p.kind())
 	}
 
