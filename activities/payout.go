@@ -31,10 +31,12 @@ func (h PayoutHold) Scope() idempotency.Scope {
 }
 
 // Held is what holding a payout's money ended with: processing (held), or failed (not enough
-// available), and the first answer stored for it.
+// available), the first answer stored for it, and the bank's payment of it if an earlier run
+// recorded one (a run again knows its payment without asking the bank).
 type Held struct {
-	Status   payout.Status
-	Response idempotency.Response
+	Status        payout.Status
+	Response      idempotency.Response
+	BankPaymentID string `json:",omitempty"`
 }
 
 // BankOutcome is what the bank says of a payout's payment: its id and status (bank.Pending,
@@ -68,7 +70,11 @@ func (a *Activities) HoldPayout(ctx context.Context, h PayoutHold) (Held, error)
 	if a.OnAnswer != nil {
 		a.OnAnswer.Answered(h.PayoutID, resp)
 	}
-	return Held{Status: po.Status, Response: resp}, nil
+	held := Held{Status: po.Status, Response: resp}
+	if po.BankPaymentID != nil {
+		held.BankPaymentID = *po.BankPaymentID
+	}
+	return held, nil
 }
 
 // SendPayout gives the bank the payout's instruction, under the key derived from the payout, and

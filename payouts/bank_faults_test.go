@@ -8,8 +8,10 @@ package payouts_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -377,6 +379,189 @@ func TestRecoveryPassReachesEveryStalePayout(t *testing.T) {
 		env.RunSchedule(t, workflows.RecoveryScheduleID, &res)
 	}
 	c.waitPayout(t, id, "paid")
+	c.settled(t, id, 300, "paid")
+	c.wantBalances(t, 700, 700)
+	env.Reconcile(t)
+}
+
+// recordHistory writes the latest run of workflowID to workflows/testdata/histories/<name>-vN.json
+// when the tests run with -record-histories=vN (TestRecordPayoutHistories): the shapes only these
+// tests make (a window's last question unanswered, a callback held, a cancellation) are replayed
+// against every later change too.
+func recordHistory(t *testing.T, e *testenv.Env, workflowID, name string) {
+	t.Helper()
+	if *recordHistories != "" {
+		e.WriteHistory(t, workflowID, "", filepath.Join(testenv.RepoRoot(), "workflows", "testdata", "histories",
+			name+"-"+*recordHistories+".json"))
+	}
+}
+
+// failedActivities counts the activities of type typ that failed (all their attempts) in the
+// latest run of workflowID.
+func failedActivities(t *testing.T, e *testenv.Env, workflowID, typ string) int {
+	t.Helper()
+	scheduled := map[int64]string{}
+	n := 0
+	for _, ev := range history(t, e, workflowID) {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
+		}
+		if a := ev.GetActivityTaskFailedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// outcomeOfRun is the result of the latest run of workflowID, once it has ended.
+func outcomeOfRun(t *testing.T, e *testenv.Env, workflowID string) workflows.PayoutOutcome {
+	t.Helper()
+	var out workflows.PayoutOutcome
+	if err := e.Temporal.GetWorkflow(context.Background(), workflowID, "").Get(context.Background(), &out); err != nil {
+		t.Fatalf("the run of %s: %v", workflowID, err)
+	}
+	return out
+}
+
+// The bank returns a paid payment within the payout's window, the return's callback is lost,
+// and the bank is unreachable when the window ends: the run's last question goes unanswered.
+// The run does not close its window on it: it asks again until the bank answers, and credits
+// the money back, once (its own result says returned: not the statement Schedule's doing).
+func TestReturnHeardWhenTheLastQuestionIsLost(t *testing.T) {
+	c := newCustomer(t, env, 1_000)
+	faults(t, env, map[string]any{"callback_drop_rate": 1})
+	id := c.accepted(t, "last-question", 300, payee)
+	wf := c.workflowID("last-question")
+	c.waitPayout(t, id, "paid")
+	p := c.settled(t, id, 300, "paid")
+	env.Bank.Return(t, p.ID, "account_closed") // within the 5s window; its callback dropped
+	env.Bank.SetFaults(t, map[string]any{"down_for": "1h"})
+	testenv.WaitFor(t, "the window's last question to go unanswered", func() bool {
+		return failedActivities(t, env, wf, "CheckPayout") > 0
+	})
+	if s := ledgerState(t, env, id); s.Status != "paid" {
+		t.Fatalf("the payout is %s while the bank is down", s.Status)
+	}
+	env.Bank.SetFaults(t, map[string]any{"down_for": "0s"})
+	if st := env.Settled(t, wf); st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("the run ended %v", st)
+	}
+	if out := outcomeOfRun(t, env, wf); out.Status != "returned" || out.PayoutID != id || out.FirstAnswer.Status != http.StatusCreated {
+		t.Fatalf("the run's result: payout %s %s, first answer %d; want %s returned by the run itself, first answer 201",
+			out.PayoutID, out.Status, out.FirstAnswer.Status, id)
+	}
+	creditedOnce(t, c, id)
+	recordHistory(t, env, wf, "payout-last-question-unanswered")
+}
+
+// creditedOnce checks that payout id of c (300) is returned once and stays so: its entries, its
+// balances, after a settle period and a pass of the statement Schedule that credits nothing.
+func creditedOnce(t *testing.T, c customer, id string) {
+	t.Helper()
+	c.waitPayout(t, id, "returned")
+	c.settled(t, id, 300, "returned")
+	c.wantBalances(t, 1_000, 1_000)
+	time.Sleep(testenv.SettlePeriod)
+	var res activities.StatementResult
+	env.RunSchedule(t, workflows.StatementScheduleID, &res)
+	if res.Returned == 0 || res.Disagreed != 0 {
+		t.Fatalf("statement pass: %+v", res)
+	}
+	c.settled(t, id, 300, "returned")
+	c.wantBalances(t, 1_000, 1_000)
+	if po := c.payout(t, id); po["failure_reason"] != "account_closed" || po["returned_at"] == nil {
+		t.Fatalf("GET: %v", po)
+	}
+	env.Reconcile(t)
+}
+
+// The bank returns a payment after the payout's window has closed, and the return's callback
+// is lost: the statement Schedule finds it on the bank's statement and credits it back, once.
+func TestReturnAfterTheWindowFoundOnTheStatement(t *testing.T) {
+	c := newCustomer(t, env, 1_000)
+	faults(t, env, map[string]any{"callback_drop_rate": 1})
+	id := c.accepted(t, "after-window", 300, payee)
+	wf := c.workflowID("after-window")
+	if st := env.Settled(t, wf); st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("the run ended %v", st)
+	}
+	p := c.settled(t, id, 300, "paid")
+	env.Bank.Return(t, p.ID, "account_closed")
+	time.Sleep(testenv.SettlePeriod)
+	if s := ledgerState(t, env, id); s.Status != "paid" || len(s.Postings) != 1 {
+		t.Fatalf("before the statement pass: %+v", s)
+	}
+	var res activities.StatementResult
+	env.RunSchedule(t, workflows.StatementScheduleID, &res)
+	if res.Credited < 1 {
+		t.Fatalf("statement pass: %+v, want the return credited", res)
+	}
+	creditedOnce(t, c, id)
+	if *recordHistories != "" {
+		run := latestScheduledRun(t, env, workflows.StatementScheduleID)
+		env.WriteHistory(t, run, "", filepath.Join(testenv.RepoRoot(), "workflows", "testdata", "histories",
+			"statement-credited-"+*recordHistories+".json"))
+	}
+}
+
+// latestScheduledRun is the workflow ID of the latest run Schedule id started.
+func latestScheduledRun(t *testing.T, e *testenv.Env, id string) string {
+	t.Helper()
+	d, err := e.Temporal.ScheduleClient().GetHandle(context.Background(), id).Describe(context.Background())
+	if err != nil || len(d.Info.RecentActions) == 0 {
+		t.Fatalf("schedule %s: %v", id, err)
+	}
+	return d.Info.RecentActions[len(d.Info.RecentActions)-1].StartWorkflowResult.WorkflowID
+}
+
+// Signed callbacks about another payment than the payout's, or about none, change nothing:
+// before the payout has recorded its bank payment (the bank's answer to the instruction is
+// lost, again and again) its run holds them, and drops the one about another payment once the
+// bank names its own; after, they are refused at the edge. The payout ends as the bank says.
+func TestCallbacksAboutAnotherPaymentChangeNothing(t *testing.T) {
+	api := env.With(t, testenv.Options{BankRetryFor: time.Minute}) // the run gives the bank its instruction for a minute
+	c := newCustomer(t, api, 1_000)
+	faults(t, env, map[string]any{"lost_answer_rate": 1, "callback_drop_rate": 1})
+	id := c.accepted(t, "other-payment", 300, payee)
+	wf := c.workflowID("other-payment")
+	testenv.WaitFor(t, "the bank to make the payment", func() bool { return len(bankPayments(t, env, id)) == 1 })
+	real := bankPayments(t, env, id)[0]
+	n := time.Now().UnixNano()
+	event := func(name, paymentID string) []byte {
+		return fmt.Appendf(nil, `{"id":"evt_%s_%d","type":"payment.returned","created_at":%q,"data":{"payment_id":%q,"reference":%q,"reason":"forged"}}`,
+			name, n, time.Now().UTC().Format(time.RFC3339), paymentID, id)
+	}
+	unchanged := func(when string) {
+		t.Helper()
+		if s := ledgerState(t, env, id); s.Status != "processing" || s.Hold != "open" || len(s.Postings) != 0 || s.BankPaymentID != "" {
+			t.Fatalf("%s: %+v", when, s)
+		}
+		c.wantBalances(t, 1_000, 700)
+	}
+	unchanged("before the callbacks")
+	for name, want := range map[string]string{"none_early": "rejected", "other_early": "delivered"} {
+		paymentID := map[string]string{"none_early": "", "other_early": "pay_not_" + real.ID}[name]
+		if o := outcomeOf(t, deliver(t, env, secret, time.Now(), event(name, paymentID))); !strings.HasPrefix(o, want) {
+			t.Fatalf("%s: outcome %q, want %s", name, o, want)
+		}
+	}
+	time.Sleep(testenv.SettlePeriod)
+	unchanged("after the callbacks")
+
+	env.Bank.SetFaults(t, map[string]any{"lost_answer_rate": 0}) // the next attempt gets its answer: the run learns its payment
+	if st := env.Settled(t, wf); st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("the run ended %v", st)
+	}
+	c.settled(t, id, 300, "paid")
+	c.wantBalances(t, 700, 700)
+	recordHistory(t, env, wf, "payout-held-callback")
+
+	for name, paymentID := range map[string]string{"none_late": "", "other_late": "pay_not_" + real.ID} {
+		if o := outcomeOf(t, deliver(t, env, secret, time.Now(), event(name, paymentID))); !strings.HasPrefix(o, "rejected") {
+			t.Fatalf("%s after the payment is recorded: outcome %q", name, o)
+		}
+	}
+	time.Sleep(testenv.SettlePeriod)
 	c.settled(t, id, 300, "paid")
 	c.wantBalances(t, 700, 700)
 	env.Reconcile(t)

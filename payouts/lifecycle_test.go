@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/enums/v1"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/payments/payments/internal/bank"
@@ -268,11 +269,13 @@ func TestPaidPayoutRunEndsAfterItsReturnWindow(t *testing.T) {
 	c.waitPayout(t, id, "returned")
 	c.settled(t, id, 100, "returned")
 	c.wantBalances(t, 1_000, 1_000)
-	evs := bankEvents(t, env, ofPayment(p.ID))
-	returned := slices.IndexFunc(evs, func(ev bankEvent) bool { return ev.Type == bank.PaymentReturned })
-	if returned < 0 || recorded(t, env, evs[returned].ID) != "returned after the return window" {
-		t.Fatalf("the late return's events: %+v", evs)
-	}
+	// The callback's outcome is noted just after the credit commits: wait for it.
+	testenv.WaitFor(t, "the late return's outcome to be recorded", func() bool {
+		evs := bankEvents(t, env, ofPayment(p.ID))
+		returned := slices.IndexFunc(evs, func(ev bankEvent) bool { return ev.Type == bank.PaymentReturned })
+		return returned >= 0 && recorded(t, env, evs[returned].ID) == "returned after the return window"
+	})
+	c.settled(t, id, 100, "returned")
 	env.Reconcile(t)
 }
 
@@ -510,5 +513,95 @@ func TestPayoutMetadata(t *testing.T) {
 		}
 	}
 	c.settled(t, id, 100, "paid")
+	env.Reconcile(t)
+}
+
+// cancelSeen reports whether the latest run of workflowID has taken a Cancel request: a
+// workflow task started after the request.
+func cancelSeen(t *testing.T, e *testenv.Env, workflowID string) bool {
+	t.Helper()
+	requested := false
+	for _, ev := range history(t, e, workflowID) {
+		if ev.GetWorkflowExecutionCancelRequestedEventAttributes() != nil {
+			requested = true
+		}
+		if requested && ev.GetWorkflowTaskStartedEventAttributes() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// The Temporal UI's "Request Cancellation" before the payout's instruction has reached the bank
+// (here its money is still being held, the account's row locked) is honoured: the hold is
+// released, the payout fails "cancelled by an operator", the bank never hears of it, and the run
+// ends Canceled.
+func TestCancelBeforeTheBank(t *testing.T) {
+	c := newCustomer(t, env, 1_000)
+	ctx := context.Background()
+	release := env.Hold(t, c.acc)
+	answer := make(chan testenv.Response, 1)
+	go func() { answer <- c.pay(t, "cancel-early", 300, payee) }()
+	testenv.WaitFor(t, "the hold to wait for the account", func() bool { return env.Waiting(t) > 0 })
+	wf := c.workflowID("cancel-early")
+	if err := env.Temporal.CancelWorkflow(ctx, wf, ""); err != nil {
+		t.Fatal(err)
+	}
+	// The run hears of it at its next workflow task, which a local activity that runs long
+	// starts within the task's timeout (10s).
+	testenv.WaitFor(t, "the run to take the cancellation", func() bool { return cancelSeen(t, env, wf) })
+	release()
+	if r := <-answer; r.Status != http.StatusCreated && r.Status != http.StatusAccepted {
+		t.Fatalf("payout: %d %s", r.Status, r.Body)
+	}
+	if st := env.Settled(t, wf); st != enums.WORKFLOW_EXECUTION_STATUS_CANCELED {
+		t.Fatalf("the run ended %v, want canceled", st)
+	}
+	var id string
+	if err := env.DB.QueryRow(ctx, `SELECT id FROM payouts WHERE workflow_id = $1`, wf).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	po := c.waitPayout(t, id, "failed")
+	if po["failure_reason"] != "cancelled by an operator" || po["failed_at"] == nil || po["bank_payment_id"] != nil {
+		t.Fatalf("GET: %v", po)
+	}
+	if s := ledgerState(t, env, id); s.Status != "failed" || s.Hold != "released" || s.HoldAmount != 300 || len(s.Postings) != 0 || s.EntryCount != 0 {
+		t.Fatalf("the ledger: %+v, want failed, its hold released, nothing posted", s)
+	}
+	if ps := bankPayments(t, env, id); len(ps) != 0 {
+		t.Fatalf("the bank holds %+v", ps)
+	}
+	c.wantBalances(t, 1_000, 1_000)
+	recordHistory(t, env, wf, "payout-cancelled")
+	env.Reconcile(t)
+}
+
+// Once the instruction has reached the bank, "Request Cancellation" is refused, visibly: the
+// run says so in its current details (the Temporal UI shows them), and the payout ends as the
+// bank says, once.
+func TestCancelAfterTheBankIsRefused(t *testing.T) {
+	c := newCustomer(t, env, 1_000)
+	ctx := context.Background()
+	faults(t, env, map[string]any{"settle_after": "3s", "callback_drop_rate": 1})
+	id := c.accepted(t, "cancel-late", 300, payee)
+	wf := c.workflowID("cancel-late")
+	testenv.WaitFor(t, "the run to wait on the bank", func() bool { return awaitingTheBank(t, env, wf) })
+	if err := env.Temporal.CancelWorkflow(ctx, wf, ""); err != nil {
+		t.Fatal(err)
+	}
+	if st := env.Settled(t, wf); st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("the run ended %v, want completed", st)
+	}
+	c.settled(t, id, 300, "paid")
+	c.wantBalances(t, 700, 700)
+	v, err := env.Temporal.QueryWorkflow(ctx, wf, "", "__temporal_workflow_metadata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md sdkpb.WorkflowMetadata
+	if err := v.Get(&md); err != nil || !strings.Contains(md.GetCurrentDetails(), "Cancellation refused") {
+		t.Fatalf("the run's current details %q (%v) do not say the cancellation was refused", md.GetCurrentDetails(), err)
+	}
+	recordHistory(t, env, wf, "payout-cancel-refused")
 	env.Reconcile(t)
 }

@@ -222,10 +222,17 @@ func (s *Service) Deliver(ctx context.Context, e bank.Event) (string, error) {
 	if err != nil {
 		return "", database.Outage(err)
 	}
-	if po.BankPaymentID != nil && e.Data.PaymentID != "" && *po.BankPaymentID != e.Data.PaymentID {
+	if e.Data.PaymentID == "" { // no telling which payment it is about: nothing to apply
+		return "rejected: the event names no payment", nil
+	}
+	if po.BankPaymentID != nil && *po.BankPaymentID != e.Data.PaymentID {
 		// A second payment for one payout: not applied; reconcile (invariant 8) shows it.
 		return fmt.Sprintf("rejected: payment %s is not the payout's payment %s", e.Data.PaymentID, *po.BankPaymentID), nil
 	}
+	// Before the payout records its bank payment, the edge cannot tell: the run can, once the
+	// bank has answered its instruction (or a question). It holds the event until then, applies
+	// it if it is about that payment, and drops it if not (workflows.Payout's receive). Asking the
+	// bank here instead would make taking a callback depend on the bank's rail API being up.
 	// A run that takes no Update (no worker polls) must not hold the bank's request for ever:
 	// answered 503 at the deadline, the bank sends the event again.
 	ctx, cancel := context.WithTimeout(ctx, deliverTimeout)
@@ -242,6 +249,8 @@ func (s *Service) Deliver(ctx context.Context, e bank.Event) (string, error) {
 	var closed *serviceerror.NotFound // the workflow has no open run to take it
 	var refused *temporal.ApplicationError
 	switch {
+	case err == nil && po.BankPaymentID == nil:
+		return "delivered: the run applies it once the bank confirms it is about the payout's payment", nil
 	case err == nil:
 		return "delivered", nil
 	case errors.As(err, &closed):
@@ -257,11 +266,13 @@ func (s *Service) Deliver(ctx context.Context, e bank.Event) (string, error) {
 }
 
 // late applies an event whose payout has no run going. A return after the window of a paid
-// payout still brings the money back: it is credited (once, ledger.ReturnPayout). Anything else
+// payout (of the payment it records: Deliver checked the id) still brings the money back: it is
+// credited (once, ledger.ReturnPayout; the statement Schedule, workflows.CreditBankReturns,
+// credits one whose callback is lost). Anything else
 // is only recorded: a payout still processing is run again by the recovery pass, which asks
 // the bank itself.
 func (s *Service) late(ctx context.Context, e bank.Event, po ledger.Payout) (string, error) {
-	if e.Type != bank.PaymentReturned || po.Status != payout.Paid {
+	if e.Type != bank.PaymentReturned || po.Status != payout.Paid || po.BankPaymentID == nil {
 		return "late", nil
 	}
 	if _, err := s.Ledger.ReturnPayout(ctx, po.ID, e.Data.Reason); err != nil {

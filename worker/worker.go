@@ -47,6 +47,7 @@ func registerWorkflows(r sdkworker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.WebhookDelivery, workflow.RegisterOptions{Name: "WebhookDelivery"})
 	r.RegisterWorkflow(workflows.IdempotencyCleanup)
 	r.RegisterWorkflow(workflows.RecoverTransfers)
+	r.RegisterWorkflow(workflows.CreditBankReturns)
 }
 
 // ReplayHistory replays a workflow history exported as JSON (`temporal workflow show --output
@@ -59,9 +60,9 @@ func ReplayHistory(file string) error {
 	return r.ReplayWorkflowHistoryFromJSONFile(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), file)
 }
 
-// EnsureSchedules creates the recurring Schedules that are missing: the idempotency cleanup and
-// the recovery of claims left pending (transfers and payouts). Every worker calls it at start; the first one creates
-// them.
+// EnsureSchedules creates the recurring Schedules that are missing: the idempotency cleanup,
+// the recovery of claims left pending (transfers and payouts), and the reading of the bank's
+// statement for returns (payouts). Every worker calls it at start; the first one creates them.
 func EnsureSchedules(ctx context.Context, c client.Client) error {
 	for _, sch := range []struct {
 		id       string
@@ -70,6 +71,7 @@ func EnsureSchedules(ctx context.Context, c client.Client) error {
 	}{
 		{workflows.CleanupScheduleID, workflows.CleanupEvery, workflows.IdempotencyCleanup},
 		{workflows.RecoveryScheduleID, workflows.RecoveryEvery, workflows.RecoverTransfers},
+		{workflows.StatementScheduleID, workflows.StatementEvery, workflows.CreditBankReturns},
 	} {
 		_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
 			ID:      sch.id,

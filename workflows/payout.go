@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -39,11 +40,31 @@ func (in PayoutInput) Instruction() bank.Instruction {
 		Destination: in.Destination, Reference: in.PayoutID}
 }
 
-// PayoutOutcome is what a payout workflow returns: the payout's final status, and its first
-// answer (201 processing, or 422 insufficient-funds), which the API sends as it is.
+// PayoutOutcome is what a payout workflow returns: the payout and the status it ended in
+// (paid, failed, returned), and, apart, the first answer the API gave (201 processing, or 422
+// insufficient-funds), whose body shows the payout as it was then.
 type PayoutOutcome struct {
-	Status   payout.Status
-	Response idempotency.Response
+	PayoutID    string               `json:"payout_id"`
+	Status      payout.Status        `json:"status"`
+	FirstAnswer idempotency.Response `json:"first_answer"`
+}
+
+// UnmarshalJSON also reads the results of runs that ended before the result had this shape:
+// {"Status": …, "Response": <the first answer>}.
+func (o *PayoutOutcome) UnmarshalJSON(b []byte) error {
+	type plain PayoutOutcome
+	var v struct {
+		plain
+		Response *idempotency.Response `json:"Response"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*o = PayoutOutcome(v.plain)
+	if v.Response != nil && o.FirstAnswer.Status == 0 {
+		o.FirstAnswer = *v.Response
+	}
+	return nil
 }
 
 // BankEventUpdate is the Update that delivers a bank callback about the payout to its run. Its
@@ -100,9 +121,14 @@ func PayoutSummary(in PayoutInput) string {
 // Paid: the hold is posted to the settlement account; then a return is awaited for
 // ReturnWindow, and credits the money back if it comes. Failed: the hold is released.
 //
-// A payout once accepted is not cancelled: its money is with the bank, or on its way, and only
-// the bank's word ends it. The run ignores a Cancel request (an operator who must stop it
-// terminates it, and its money stays held until it is run again: docs/runbook.md).
+// A Cancel request (the Temporal UI's "Request Cancellation") is honoured only while the
+// instruction cannot have reached the bank, that is before SendPayout is first scheduled: the
+// hold is released, the payout fails "cancelled by an operator", and the run ends Canceled.
+// From the first attempt on, the bank may have the payment (a timeout is an unknown outcome,
+// and the bank has no way to take an instruction back), so only the bank's word ends it: the
+// request is refused, in the run's log and its current details in the UI, and the run goes on.
+// An operator who must stop it terminates it, and its money stays held until it is run again
+// (docs/runbook.md).
 func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 	var a *activities.Activities
 	run := &payoutRun{id: in.PayoutID}
@@ -110,23 +136,36 @@ func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 		workflow.UpdateHandlerOptions{Validator: run.validate}); err != nil {
 		return PayoutOutcome{}, err
 	}
+	root := ctx
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	run.watchCancellation(root, ctx)
 	holdCtx := workflow.WithLocalActivityOptions(ctx, ledgerOptions(in.RetryFor))
 	var held activities.Held
 	if err := workflow.ExecuteLocalActivity(holdCtx, a.HoldPayout, in.PayoutHold).Get(holdCtx, &held); err != nil {
 		return PayoutOutcome{}, err
 	}
-	out := PayoutOutcome{Status: held.Status, Response: held.Response}
+	out := PayoutOutcome{PayoutID: in.PayoutID, Status: held.Status, FirstAnswer: held.Response}
+	run.learn(ctx, held.BankPaymentID)
 	switch held.Status {
 	case payout.Processing:
+		if root.Err() != nil && workflow.GetVersion(ctx, cancelChange, workflow.DefaultVersion, 1) == 1 {
+			return run.cancel(ctx, a, in, out)
+		}
 	case payout.Paid: // run again after it was paid (its run ended early): its return window still counts
+		run.atBank = true
 		run.note(bank.Paid, "")
 		return awaitAndReturn(ctx, a, in, run, out)
 	default: // refused for insufficient funds, or already failed or returned: nothing more to do
 		setPayoutStatus(ctx, held.Status)
 		return out, nil
 	}
+	return sendAndSettle(ctx, a, in, run, out)
+}
 
+// sendAndSettle gives the bank the instruction of a payout whose money is held, waits for its
+// outcome, and applies it.
+func sendAndSettle(ctx workflow.Context, a *activities.Activities, in PayoutInput, run *payoutRun, out PayoutOutcome) (PayoutOutcome, error) {
+	run.atBank = true // from here on the bank may have the payment: a Cancel request is refused
 	setPayoutStatus(ctx, payout.Sending)
 	var sent activities.BankOutcome
 	err := workflow.ExecuteActivity(bankOptions(ctx, in), a.SendPayout, in.Instruction()).Get(ctx, &sent)
@@ -141,6 +180,7 @@ func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 	if err != nil { // the bank did not answer for BankRetryFor: the money stays held; rerun failed sends again
 		return out, err
 	}
+	run.learn(ctx, sent.PaymentID)
 	run.note(sent.Status, sent.Reason)
 
 	setPayoutStatus(ctx, payout.AwaitingBank)
@@ -153,6 +193,51 @@ func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 		return out, err
 	}
 	return awaitAndReturn(ctx, a, in, run, out)
+}
+
+// Changes of the Payout workflow, each gated with workflow.GetVersion where the run's commands
+// first differ, so that the runs recorded before them replay as they ran.
+const (
+	// cancelChange: a Cancel request before the instruction is sent fails the payout.
+	cancelChange = "cancel-before-the-bank"
+	// heldEventsChange: a callback that comes before the run knows its bank payment is held
+	// until it does, and applied only if it is about that payment.
+	heldEventsChange = "events-wait-for-the-payment-id"
+	// lastAskChange: the return window closes only once the bank has answered its last question.
+	lastAskChange = "return-window-waits-for-the-bank"
+)
+
+// ReasonCancelled is the failure_reason of a payout an operator cancelled before its
+// instruction reached the bank.
+const ReasonCancelled = "cancelled by an operator"
+
+// watchCancellation hears a Cancel request of the run (root is the run's own context, ctx the
+// disconnected one the run works in). Before the instruction is sent, the run itself honours it
+// (Payout, after the hold); after, it is refused here, where an operator can see it.
+func (r *payoutRun) watchCancellation(root, ctx workflow.Context) {
+	workflow.Go(ctx, func(c workflow.Context) {
+		root.Done().Receive(c, nil)
+		if !r.atBank {
+			return
+		}
+		msg := "Cancellation refused: the bank has, or may have, this payout's instruction, and only its word ends the payout. " +
+			"Terminate the run only to stop it by hand (docs/runbook.md); its money stays held until it is run again."
+		workflow.GetLogger(c).Warn("cancellation refused: the instruction has reached the bank", "payout_id", r.id)
+		workflow.SetCurrentDetails(c, msg)
+	})
+}
+
+// cancel ends a payout an operator cancelled before its instruction reached the bank: its hold
+// released, failed for ReasonCancelled, and the run Canceled.
+func (r *payoutRun) cancel(ctx workflow.Context, a *activities.Activities, in PayoutInput, out PayoutOutcome) (PayoutOutcome, error) {
+	workflow.GetLogger(ctx).Info("cancelled by an operator before the instruction reached the bank", "payout_id", r.id)
+	st, err := settle(ctx, a, in, bank.Failed, ReasonCancelled)
+	if err != nil {
+		return out, err
+	}
+	out.Status = st
+	workflow.SetCurrentDetails(ctx, "Cancelled by an operator before the instruction reached the bank: the hold is released, the payout failed.")
+	return out, temporal.NewCanceledError(ReasonCancelled)
 }
 
 // mismatch stops at a bank payment that is not the payout's: nothing can be settled safely, and
@@ -183,6 +268,14 @@ type payoutRun struct {
 	status     string // the bank's: "", pending, paid, failed, returned
 	reason     string
 	mismatched error // the bank's payment under the payout's key is not the payout's
+	// paymentID is the bank's payment of the payout, once the bank itself has said so (its
+	// answer to the instruction or to a question, checked against the instruction, or the id
+	// the ledger recorded from one): until then a callback cannot be told from one about another
+	// payment, and waits in held.
+	paymentID string
+	held      []BankEvent
+	answered  bool // the bank answered the run's latest question
+	atBank    bool // the instruction is sent, or being sent: a Cancel request is refused
 }
 
 func (r *payoutRun) validate(_ workflow.Context, e BankEvent) error {
@@ -192,12 +285,33 @@ func (r *payoutRun) validate(_ workflow.Context, e BankEvent) error {
 	}
 	switch e.Type {
 	case bank.PaymentPaid, bank.PaymentFailed, bank.PaymentReturned:
-		return nil
+	default:
+		return fmt.Errorf("event %s of type %s is not about a payment", e.ID, e.Type)
 	}
-	return fmt.Errorf("event %s of type %s is not about a payment", e.ID, e.Type)
+	switch {
+	case e.PaymentID == "":
+		return fmt.Errorf("event %s names no payment", e.ID)
+	case r.paymentID != "" && e.PaymentID != r.paymentID:
+		return fmt.Errorf("event %s is about payment %s, not the payout's payment %s", e.ID, e.PaymentID, r.paymentID)
+	}
+	return nil
 }
 
-func (r *payoutRun) receive(_ workflow.Context, e BankEvent) error {
+// receive takes a callback the validator let through. One that comes before the bank has told
+// the run its payment (the instruction's answer not in yet) is held, not applied: it may be
+// about another payment (learn applies it, or drops it, once the run knows).
+func (r *payoutRun) receive(ctx workflow.Context, e BankEvent) error {
+	if r.paymentID == "" && workflow.GetVersion(ctx, heldEventsChange, workflow.DefaultVersion, 1) == 1 {
+		workflow.GetLogger(ctx).Info("callback held until the bank's payment is known", "payout_id", r.id,
+			"event_id", e.ID, "payment_id", e.PaymentID)
+		r.held = append(r.held, e)
+		return nil
+	}
+	r.apply(e)
+	return nil
+}
+
+func (r *payoutRun) apply(e BankEvent) {
 	switch e.Type {
 	case bank.PaymentPaid:
 		r.note(bank.Paid, "")
@@ -206,7 +320,25 @@ func (r *payoutRun) receive(_ workflow.Context, e BankEvent) error {
 	case bank.PaymentReturned:
 		r.note(bank.Returned, e.Reason)
 	}
-	return nil
+}
+
+// learn takes the bank's payment id of the payout, from the bank itself, and applies the
+// callbacks held until then that are about it; those about another payment change nothing
+// (reconcile, invariant 8, shows a second payment).
+func (r *payoutRun) learn(ctx workflow.Context, paymentID string) {
+	if paymentID == "" || r.paymentID != "" {
+		return
+	}
+	r.paymentID = paymentID
+	for _, e := range r.held {
+		if e.PaymentID == paymentID {
+			r.apply(e)
+			continue
+		}
+		workflow.GetLogger(ctx).Warn("callback about another payment than the payout's: dropped", "payout_id", r.id,
+			"event_id", e.ID, "payment_id", e.PaymentID, "payout_payment_id", paymentID)
+	}
+	r.held = nil
 }
 
 // note takes what the bank says, in whatever order it says it: a payment only moves forward
@@ -223,10 +355,14 @@ func (r *payoutRun) note(status, reason string) {
 }
 
 // awaitOutcome waits for the bank's outcome (paid, failed, or returned), from callbacks, asking
-// the bank itself each time the wait runs out: after PollAfter, then twice as long each time,
-// up to an hour.
+// the bank itself each time the wait runs out.
 func (r *payoutRun) awaitOutcome(ctx workflow.Context, a *activities.Activities, in PayoutInput) {
-	done := func() bool { return r.mismatched != nil || (r.status != bank.Pending && r.status != "") }
+	r.poll(ctx, a, in, func() bool { return r.mismatched != nil || (r.status != bank.Pending && r.status != "") })
+}
+
+// poll waits until done, asking the bank each time the wait runs out: after PollAfter, then
+// twice as long each time, up to an hour.
+func (r *payoutRun) poll(ctx workflow.Context, a *activities.Activities, in PayoutInput, done func() bool) {
 	first := time.Duration(in.PollAfter)
 	if first <= 0 {
 		first = DefaultPollAfter
@@ -241,6 +377,14 @@ func (r *payoutRun) awaitOutcome(ctx workflow.Context, a *activities.Activities,
 // awaitReturn waits for a return of the paid payout until its window closes, asking the bank
 // once a day and at the window's end, in case a callback never came. It reports whether the
 // payout was returned.
+//
+// The window closes only once the bank has answered its last question. An unanswered question
+// at the end (the bank unreachable) has no next time: closing then would leave the ledger paid
+// for good while the bank may have returned the money within the window, its callback lost. So
+// the run keeps asking, with the same backoff as for the outcome, for as long as the bank does
+// not answer, however long: no bound of ours can be right, only the bank's answer ends the
+// question (a return the bank makes after that answer is the statement Schedule's:
+// CreditBankReturns).
 func (r *payoutRun) awaitReturn(ctx workflow.Context, a *activities.Activities, in PayoutInput) bool {
 	returned := func() bool { return r.mismatched != nil || r.status == bank.Returned }
 	window := time.Duration(in.ReturnWindow)
@@ -253,12 +397,17 @@ func (r *payoutRun) awaitReturn(ctx workflow.Context, a *activities.Activities, 
 			r.ask(ctx, a, in)
 		}
 	}
+	if !returned() && !r.answered && workflow.GetVersion(ctx, lastAskChange, workflow.DefaultVersion, 1) == 1 {
+		workflow.GetLogger(ctx).Warn("the bank did not answer the return window's last question; asking until it does",
+			"payout_id", r.id)
+		r.poll(ctx, a, in, func() bool { return returned() || r.answered })
+	}
 	return r.status == bank.Returned
 }
 
 // ask asks the bank how the payment stands (and gives it the instruction again if it has none);
-// an error (the bank unreachable) is a question for the next time, but a payment that is not the
-// payout's stops the run (mismatched).
+// an error (the bank unreachable) leaves the question unanswered, for the next time, but a
+// payment that is not the payout's stops the run (mismatched).
 func (r *payoutRun) ask(ctx workflow.Context, a *activities.Activities, in PayoutInput) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3,
@@ -266,13 +415,17 @@ func (r *payoutRun) ask(ctx workflow.Context, a *activities.Activities, in Payou
 	var o activities.BankOutcome
 	err := workflow.ExecuteActivity(ctx, a.CheckPayout, in.Instruction()).Get(ctx, &o)
 	var appErr *temporal.ApplicationError
+	r.answered = true
 	switch {
 	case err == nil:
+		r.learn(ctx, o.PaymentID)
 		r.note(o.Status, o.Reason)
 	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeBankMismatch:
 		r.mismatched = err
 	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeBankRefused: // it had lost it, and refuses it now
 		r.note(bank.Failed, "refused by the bank")
+	default:
+		r.answered = false
 	}
 }
 

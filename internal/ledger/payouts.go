@@ -204,7 +204,9 @@ func (l *Ledger) SettlePayout(ctx context.Context, id string, paid bool, reason 
 }
 
 // ReturnPayout credits a paid payout back to its account, as postings of their own, when its
-// beneficiary's bank sent it back for reason. A payout already returned is returned as it stands.
+// beneficiary's bank sent it back for reason. A payout already returned is returned as it stands:
+// the payout's run, a late callback and the statement Schedule may each hear of one return, and
+// under the payout's row lock the first credits it and the others find it returned.
 func (l *Ledger) ReturnPayout(ctx context.Context, id, reason string) (po Payout, err error) {
 	err = l.change(ctx, func(tx pgx.Tx, o *outbox) error {
 		if po, err = lockPayout(ctx, tx, id); err != nil || po.Status == payout.Returned {
@@ -238,4 +240,11 @@ func PayoutsUnder(ctx context.Context, q database.Querier, id string) (int, erro
 	var n int
 	err := q.QueryRow(ctx, `SELECT count(*) FROM payouts WHERE workflow_id = $1`, id).Scan(&n)
 	return n, err
+}
+
+// PaidPayouts returns the payouts among ids that are paid (the others, or ids of no payout,
+// are left out).
+func (l *Ledger) PaidPayouts(ctx context.Context, ids []string) ([]Payout, error) {
+	rows, _ := l.DB.Query(ctx, `SELECT `+payoutColumns+` FROM payouts WHERE status = 'paid' AND id = ANY($1) ORDER BY id`, ids)
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Payout, error) { return scanPayout(row) })
 }
