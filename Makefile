@@ -61,13 +61,14 @@ test-unit: bin/temporal bin/temporal-server/server
 # killed, a matching service killed, a frontend restarted.
 test-faults: bin/temporal bin/temporal-server/server
 	@echo "==> Fault tests (processes killed, connections cut, servers restarted; about two minutes)"
-	$(GO) test -race -count=1 -v ./faults/
+	@# -timeout: a hung fault test fails with every goroutine's stack instead of holding CI for ever.
+	$(GO) test -race -count=1 -timeout 30m -v ./faults/
 
 # Every suite against a Temporal cluster (four service processes on PostgreSQL) instead of the
 # dev server: each test package starts a cluster of its own. Several minutes.
 test-cluster: bin/temporal bin/temporal-server/server
 	@echo "==> Every suite against a Temporal cluster (several minutes)"
-	PAYMENTS_TEST_TEMPORAL=cluster $(GO) test -race -count=1 -p 1 ./...
+	PAYMENTS_TEST_TEMPORAL=cluster $(GO) test -race -count=1 -p 1 -timeout 30m ./...
 
 lint:
 	@echo "==> gofmt, go vet, workflowcheck"
@@ -92,21 +93,20 @@ bench: bin/payments
 			--watch-pid "$$(pgrep -d, -xf 'bin/payments (api|worker)')" $(BENCH_FLAGS); \
 	else echo "make bench: start 'make run' or 'make run-cluster' first (in another terminal)"; exit 1; fi
 
-# A longer fuzzing session than the seed corpus `make test` runs. FuzzAPI sends what it finds
-# through HTTP to a test environment (PostgreSQL, a dev server) that each fuzz worker starts:
-# one worker is enough.
+# A longer fuzzing session than the seed corpus `make test` runs: every fuzz target of the
+# repository (each `func Fuzz…` of a _test.go file, found here, so that none is forgotten), one
+# after the other. FuzzAPI sends what it finds through HTTP to a test environment (PostgreSQL, a
+# dev server) that each fuzz worker starts: one worker is enough.
 FUZZTIME ?= 30s
+FUZZ_ONE_WORKER := FuzzAPI
 fuzz: bin/temporal
-	$(GO) test -run=^$$ -fuzz=FuzzParseKey -fuzztime=$(FUZZTIME) ./internal/idempotency/
-	$(GO) test -run=^$$ -fuzz=FuzzCanonical -fuzztime=$(FUZZTIME) ./internal/idempotency/
-	$(GO) test -run=^$$ -fuzz=FuzzBodyRoundTrip -fuzztime=$(FUZZTIME) ./internal/idempotency/
-	$(GO) test -run=^$$ -fuzz=FuzzTransferDecoding -fuzztime=$(FUZZTIME) ./api/request/
-	$(GO) test -run=^$$ -fuzz=FuzzAccountDecoding -fuzztime=$(FUZZTIME) ./api/request/
-	$(GO) test -run=^$$ -fuzz=FuzzEndpointDecoding -fuzztime=$(FUZZTIME) ./api/request/
-	$(GO) test -run=^$$ -fuzz=FuzzRefundDecoding -fuzztime=$(FUZZTIME) ./api/request/
-	$(GO) test -run=^$$ -fuzz=FuzzVerify -fuzztime=$(FUZZTIME) ./internal/webhook/
-	$(GO) test -run=^$$ -fuzz=FuzzCheck -fuzztime=$(FUZZTIME) ./internal/webhook/
-	$(GO) test -run=^$$ -fuzz=FuzzAPI -fuzztime=$(FUZZTIME) -parallel=1 ./api/
+	@set -e; for f in $$(find . -path ./.data -prune -o -path ./bin -prune -o -name '*_test.go' -print | sort); do \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$f"); do \
+			p=; case " $(FUZZ_ONE_WORKER) " in *" $$t "*) p=-parallel=1;; esac; \
+			echo "==> $$t ($$(dirname "$$f"))"; \
+			$(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) $$p "$$(dirname "$$f")/"; \
+		done; \
+	done
 
 # The full chaos runs (docs/reliability.md): OPS operations per seed, one run per seed, each on
 # a PostgreSQL, a Temporal cluster and payments processes of its own, under seeded faults. `make

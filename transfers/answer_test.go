@@ -17,17 +17,19 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
+	"github.com/payments/payments/internal/testenv/testdb"
 	"github.com/payments/payments/internal/transfer"
 )
 
-// ledgerForTest is a migrated database of this test process's own, dropped at the end. (The
-// package cannot use internal/testenv, which imports it.)
+// ledgerForTest is a migrated database of this test process's own, on the tests' PostgreSQL
+// (TEST_DATABASE_URL), dropped at the end. (The package cannot use internal/testenv, which
+// imports it.)
 func ledgerForTest(t *testing.T) *ledger.Ledger {
 	ctx := context.Background()
 	name := fmt.Sprintf("payments_test_transfers_%d", os.Getpid())
-	admin, err := pgx.Connect(ctx, "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
+	admin, err := pgx.Connect(ctx, testdb.AdminURL())
 	if err != nil {
-		t.Fatalf("PostgreSQL at 127.0.0.1:5432 is needed: %v", err)
+		t.Fatalf("PostgreSQL at %s is needed (set %s): %v", testdb.AdminURL(), testdb.Variable, err)
 	}
 	ident := pgx.Identifier{name}.Sanitize()
 	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
@@ -36,7 +38,11 @@ func ledgerForTest(t *testing.T) *ledger.Ledger {
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
 		t.Fatal(err)
 	}
-	pool, err := database.Open(ctx, "postgres://postgres@127.0.0.1:5432/"+name+"?sslmode=disable")
+	url, err := testdb.URL(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := database.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}

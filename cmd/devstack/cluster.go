@@ -52,7 +52,7 @@ func runCluster(ctx context.Context) error {
 		return err
 	}
 	c, err := cluster.Start(ctx, cluster.Options{Root: root, DBHost: pg.Hostname(), DBPort: portOr(pg, "5432"), DBUser: pg.User.Username(),
-		UIPort: 8233, LogDir: clusterDir, Out: os.Stdout, PprofPort: pprofPort()})
+		UIPort: clusterUIPort, LogDir: clusterDir, Out: os.Stdout, PprofPort: pprofPort()})
 	if err != nil {
 		return fmt.Errorf("the Temporal cluster: %w (is `make run` or another Temporal on port 7233 or 8233? logs in %s)", err, clusterDir)
 	}
@@ -61,12 +61,12 @@ func runCluster(ctx context.Context) error {
 		_ = c.Stop()
 	}()
 
-	if err := buildPayments(ctx); err != nil {
+	if err := buildPayments(ctx, makeRun.payments); err != nil {
 		return err
 	}
-	apis := []string{":8080", ":8081"}
+	apis, workers := clusterProcesses()
 	step("Starting the bank simulator (%s, mild faults; state and log in %s)", cfg.Bank.URL, clusterDir)
-	stopBank, err := startBank(clusterDir, cfg.Bank.URL, "http://localhost"+apis[0]+"/v1/bank/events")
+	stopBank, err := startBank(makeRun.payments, clusterDir, localURL(apis[0].addr)+"/v1/bank/events")
 	if err != nil {
 		return err
 	}
@@ -75,36 +75,35 @@ func runCluster(ctx context.Context) error {
 	var procs processes
 	defer func() { procs.stop() }() // the processes started by then
 	exited := make(chan error, 4)
-	step("Starting two workers (payments worker, metrics on :9090 and :9091; logs in %s)", clusterDir)
-	for i, metrics := range []string{":9090", ":9091"} {
-		if err := procs.start(exited, fmt.Sprintf("worker-%d", i+1), "PAYMENTS_METRICS_ADDR="+metrics, "worker"); err != nil {
-			return err
-		}
+	step("Starting two workers (payments worker, metrics on %s and %s; logs in %s)", workers[0].addr, workers[1].addr, clusterDir)
+	if err := procs.startAll(exited, workers); err != nil {
+		return err
 	}
-	step("Starting two APIs (payments api on %s and %s; logs in %s)", apis[0], apis[1], clusterDir)
-	for i, addr := range apis {
-		if err := procs.start(exited, fmt.Sprintf("api-%d", i+1), "PAYMENTS_HTTP_ADDR="+addr, "api"); err != nil {
-			return err
-		}
+	step("Starting two APIs (payments api on %s and %s; logs in %s)", apis[0].addr, apis[1].addr, clusterDir)
+	if err := procs.startAll(exited, apis); err != nil {
+		return err
 	}
-	for _, addr := range apis {
-		if err := waitReady(ctx, "http://localhost"+addr+"/readyz", exited); err != nil {
+	for _, p := range apis {
+		if err := waitReady(ctx, localURL(p.addr)+"/readyz", exited); err != nil {
 			return err
 		}
 	}
 
 	step("Seeding demo owners and accounts")
-	accounts, err := seed(ctx, db)
+	accounts, err := seed(ctx, db, makeRun.payments)
 	if err != nil {
 		return err
 	}
-	banner("http://localhost"+apis[0], cfg.Bank.URL, accounts, fmt.Sprintf(`  API, again   http://localhost%s            (a second API process; both take any request)
+	if err := writeDemoEnv(clusterDir, localURL(apis[0].addr), cfg.Bank.URL, accounts); err != nil {
+		return err
+	}
+	banner(localURL(apis[0].addr), localURL(loopback(strconv.Itoa(clusterUIPort))), cfg.Bank.URL, filepath.Join(clusterDir, demoEnv), accounts, fmt.Sprintf(`  API, again   %s            (a second API process; both take any request)
   Cluster      Temporal %s, 4 history shards, services frontend, history, matching, worker
                (processes of their own, on PostgreSQL: databases temporal, temporal_visibility)
-  Workers      two payments worker processes (metrics http://localhost:9090/metrics, :9091)
+  Workers      two payments worker processes (metrics %s/metrics, %s/metrics)
   Logs         %s/
   Commands     export DATABASE_URL='%s'   (the ledger of make run-cluster)
-`, apis[1], temporalServerVersion, clusterDir, cfg.DatabaseURL))
+`, localURL(apis[1].addr), temporalServerVersion, localURL(workers[0].addr), localURL(workers[1].addr), clusterDir, cfg.DatabaseURL))
 
 	select {
 	case <-ctx.Done():
@@ -113,6 +112,28 @@ func runCluster(ctx context.Context) error {
 	case err := <-exited:
 		return err
 	}
+}
+
+// clusterUIPort is the Temporal UI's, on 127.0.0.1 like every port of the cluster
+// (deploy/temporal/cluster.yaml, deploy/temporal/ui/cluster.yaml).
+const clusterUIPort = 8233
+
+// process is one payments process of make run-cluster: command, listening on addr.
+type process struct{ name, command, variable, addr string }
+
+// env is what the process is told to listen on.
+func (p process) env() string { return p.variable + "=" + p.addr }
+
+// clusterProcesses are the two APIs and the two workers (their metrics), on loopback only: the
+// demo keys are well known and webhooks may aim at local services.
+func clusterProcesses() (apis, workers []process) {
+	for i, port := range []string{config.HTTPPort, "8081"} {
+		apis = append(apis, process{fmt.Sprintf("api-%d", i+1), "api", "PAYMENTS_HTTP_ADDR", loopback(port)})
+	}
+	for i, port := range []string{config.MetricsPort, "9091"} {
+		workers = append(workers, process{fmt.Sprintf("worker-%d", i+1), "worker", "PAYMENTS_METRICS_ADDR", loopback(port)})
+	}
+	return apis, workers
 }
 
 // temporalServerVersion is the server the Makefile builds (TEMPORAL_SERVER_VERSION).
@@ -148,6 +169,15 @@ func (ps *processes) start(exited chan<- error, name, env string, args ...string
 		err := proc.Wait()
 		exited <- fmt.Errorf("%s exited (%v); see %s", name, err, filepath.Join(clusterDir, name+".log"))
 	}()
+	return nil
+}
+
+func (ps *processes) startAll(exited chan<- error, list []process) error {
+	for _, p := range list {
+		if err := ps.start(exited, p.name, p.env(), p.command); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -1,7 +1,7 @@
 // Command devstack is `make run`: the whole system on one machine for a newcomer. It starts the
 // Temporal dev server (Web UI on :8233, state in ./.data/), creates and migrates the database,
 // runs `payments serve`, seeds two demo owners with accounts, prints how to use it, and stops
-// everything on Ctrl-C.
+// everything on Ctrl-C. Everything it starts listens on 127.0.0.1 only.
 //
 // With --cluster it is `make run-cluster`, the production topology (cluster.go): a Temporal
 // cluster on PostgreSQL, two `payments api` and two `payments worker` processes apart.
@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -37,12 +38,26 @@ var demo = []struct{ owner, key string }{
 	{"bob", "pk_demo_bob_00000000000000000000"},
 }
 
+// stack says where make run puts things: makeRun, or a test's own (main_test.go).
+type stack struct {
+	data     string // state and logs
+	temporal string // the Temporal CLI
+	payments string // the binary it builds and runs
+	// The ports of the API, the dev server's gRPC and its Web UI, all on config.Loopback (the
+	// bank's is PAYMENTS_BANK_URL's).
+	apiPort, temporalPort, uiPort string
+	ready                         func() // called once everything answers (tests); nil: nothing
+}
+
+var makeRun = stack{data: ".data", temporal: filepath.Join("bin", "temporal"), payments: filepath.Join("bin", "payments"),
+	apiPort: config.HTTPPort, temporalPort: "7233", uiPort: "8233"}
+
 func main() {
 	clustered := flag.Bool("cluster", false, "run the production topology: a Temporal cluster, two APIs and two workers")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	run, name := run, "make run"
+	run, name := makeRun.run, "make run"
 	if *clustered {
 		run, name = runCluster, "make run-cluster"
 	}
@@ -54,7 +69,36 @@ func main() {
 
 func step(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
 
-func run(ctx context.Context) error {
+// loopback is port on config.Loopback.
+func loopback(port string) string { return net.JoinHostPort(config.Loopback, port) }
+
+// localURL is the http URL, from this machine, of a listen address (":8080" is localhost's).
+func localURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// setDefault sets the environment variable name, which the processes started read, unless it is
+// set already (the user's own choice).
+func setDefault(name, value string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	os.Setenv(name, value)
+	return value
+}
+
+func (s stack) run(ctx context.Context) error {
+	// Listen on loopback only, unless told otherwise: the demo keys are well known and webhooks
+	// may aim at local services (PAYMENTS_WEBHOOK_ALLOW_INSECURE).
+	apiAddr := setDefault("PAYMENTS_HTTP_ADDR", loopback(s.apiPort))
+	setDefault("PAYMENTS_METRICS_ADDR", loopback(config.MetricsPort))
 	cfg, err := config.FromEnv()
 	if err != nil {
 		return err
@@ -65,37 +109,43 @@ func run(ctx context.Context) error {
 	}
 	defer db.Close()
 
-	step("Starting the Temporal dev server (gRPC localhost:7233, Web UI http://localhost:8233, state in .data/)")
-	if err := os.MkdirAll(".data", 0o755); err != nil {
+	temporalAddr := loopback(s.temporalPort)
+	ui := localURL(loopback(s.uiPort))
+	step("Starting the Temporal dev server (gRPC %s, Web UI %s, state in %s/)", temporalAddr, ui, s.data)
+	if err := os.MkdirAll(s.data, 0o755); err != nil {
 		return err
 	}
-	logFile, err := os.OpenFile(filepath.Join(".data", "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := os.OpenFile(filepath.Join(s.data, "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
-	dev, err := devserver.Start(ctx, devserver.Options{Binary: filepath.Join("bin", "temporal"),
-		HostPort: "localhost:7233", UIPort: "8233", DBFile: filepath.Join(".data", "temporal.db"), Log: logFile})
+	dev, err := devserver.Start(ctx, devserver.Options{Binary: s.temporal,
+		HostPort: temporalAddr, UIPort: s.uiPort, DBFile: filepath.Join(s.data, "temporal.db"), Log: logFile})
 	if err != nil {
-		return fmt.Errorf("Temporal dev server: %w (is something else on port 7233 or 8233? see .data/temporal.log)", err)
+		return fmt.Errorf("Temporal dev server: %w (is something else on port %s or %s? see %s)", err, s.temporalPort, s.uiPort,
+			filepath.Join(s.data, "temporal.log"))
 	}
 	defer func() {
 		step("Stopping the Temporal dev server")
 		_ = dev.Stop()
 	}()
+	os.Setenv("TEMPORAL_ADDRESS", temporalAddr) // the dev server just started, whatever the shell says
 
-	if err := buildPayments(ctx); err != nil {
+	if err := buildPayments(ctx, s.payments); err != nil {
 		return err
 	}
-	step("Starting the bank simulator (%s, mild faults; state in .data/banksim.json, log in .data/banksim.log)", cfg.Bank.URL)
-	stopBank, err := startBank(".data", cfg.Bank.URL, "http://localhost"+cfg.HTTPAddr+"/v1/bank/events")
+	base := localURL(apiAddr)
+	step("Starting the bank simulator (%s, mild faults; state in %s, log in %s)", cfg.Bank.URL,
+		filepath.Join(s.data, "banksim.json"), filepath.Join(s.data, "banksim.log"))
+	stopBank, err := startBank(s.payments, s.data, base+"/v1/bank/events")
 	if err != nil {
 		return err
 	}
 	defer stopBank()
 
-	step("Starting the API and the worker (payments serve on %s)", cfg.HTTPAddr)
-	serve := exec.Command(filepath.Join("bin", "payments"), "serve")
+	step("Starting the API and the worker (payments serve on %s)", apiAddr)
+	serve := exec.Command(s.payments, "serve")
 	serve.Stdout, serve.Stderr = os.Stdout, os.Stderr
 	if err := serve.Start(); err != nil {
 		return err
@@ -111,17 +161,22 @@ func run(ctx context.Context) error {
 			_ = serve.Process.Kill()
 		}
 	}()
-	base := "http://localhost" + cfg.HTTPAddr
 	if err := waitReady(ctx, base+"/readyz", done); err != nil {
 		return err
 	}
 
 	step("Seeding demo owners and accounts")
-	accounts, err := seed(ctx, db)
+	accounts, err := seed(ctx, db, s.payments)
 	if err != nil {
 		return err
 	}
-	banner(base, cfg.Bank.URL, accounts, "")
+	if err := writeDemoEnv(s.data, base, cfg.Bank.URL, accounts); err != nil {
+		return err
+	}
+	banner(base, ui, cfg.Bank.URL, filepath.Join(s.data, demoEnv), accounts, "")
+	if s.ready != nil {
+		s.ready()
+	}
 
 	select {
 	case <-ctx.Done():
@@ -150,14 +205,15 @@ func prepareDatabase(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return db, nil
 }
 
-// buildPayments builds bin/payments, and sets the bank's demo secret and local webhooks for the
-// processes it runs.
-func buildPayments(ctx context.Context) error {
-	step("Building bin/payments")
-	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join("bin", "payments"), "./cmd/payments")
+// buildPayments builds the payments binary at bin, and sets the bank's demo secret and local
+// webhooks for the processes it runs.
+func buildPayments(ctx context.Context, bin string) error {
+	step("Building %s", bin)
+	// The package by its import path: it builds from any directory of the module.
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/payments/payments/cmd/payments")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
-		return fmt.Errorf("building bin/payments: %w", err)
+		return fmt.Errorf("building %s: %w", bin, err)
 	}
 	// The bank's callbacks are signed with this secret; a real deployment sets its own.
 	if os.Getenv("PAYMENTS_BANK_SECRET") == "" {
@@ -175,15 +231,16 @@ func buildPayments(ctx context.Context) error {
 var bankFaults = []string{"--latency", "20ms", "--error-rate", "0.01", "--settle-after", "2s", "--fail-rate", "0.02",
 	"--callback-drop-rate", "0.02", "--callback-dup-rate", "0.05", "--callback-delay", "1s"}
 
-// startBank starts `payments banksim` in the background, its state and log in dir, and returns
+// startBank starts `payments banksim` in the background, on the address of PAYMENTS_BANK_URL (a
+// loopback one: the simulator listens on nothing else), its state and log in dir, and returns
 // how to stop it.
-func startBank(dir, bankURL, callbackURL string) (stop func(), err error) {
+func startBank(bin, dir, callbackURL string) (stop func(), err error) {
 	log, err := os.OpenFile(filepath.Join(dir, "banksim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	args := append([]string{"banksim", "--state", filepath.Join(dir, "banksim.json"), "--callback-url", callbackURL}, bankFaults...)
-	bank := exec.Command(filepath.Join("bin", "payments"), args...)
+	bank := exec.Command(bin, args...)
 	bank.Stdout, bank.Stderr = log, log
 	if err := bank.Start(); err != nil {
 		log.Close()
@@ -223,7 +280,7 @@ func waitReady(ctx context.Context, url string, done <-chan error) error {
 }
 
 // seed gives each demo owner its key and a USD account; alice's is funded once with 1,000.00.
-func seed(ctx context.Context, db database.Querier) (map[string]string, error) {
+func seed(ctx context.Context, db database.Querier, bin string) (map[string]string, error) {
 	accounts := map[string]string{}
 	for _, d := range demo {
 		ownerID, err := auth.AddKey(ctx, db, d.owner, d.key)
@@ -248,7 +305,7 @@ func seed(ctx context.Context, db database.Querier) (map[string]string, error) {
 		return nil, err
 	}
 	if !funded {
-		cmd := exec.CommandContext(ctx, filepath.Join("bin", "payments"), "deposit", "--account", accounts["alice"],
+		cmd := exec.CommandContext(ctx, bin, "deposit", "--account", accounts["alice"],
 			"--amount-minor", "100000", "--idempotency-key", "demo-seed-"+accounts["alice"])
 		cmd.Stderr = os.Stderr
 		if out, err := cmd.Output(); err != nil {
@@ -258,19 +315,37 @@ func seed(ctx context.Context, db database.Querier) (map[string]string, error) {
 	return accounts, nil
 }
 
+// demoEnv is the file, in the state directory, of the shell variables the README's examples use.
+const demoEnv = "demo.env"
+
+// writeDemoEnv writes the demo keys and accounts as shell variables into dir/demo.env, so that
+// the README's examples paste as written after `. .data/demo.env`.
+func writeDemoEnv(dir, base, bankURL string, accounts map[string]string) error {
+	content := fmt.Sprintf(`# Written by make run (cmd/devstack): the demo keys and accounts, for the README's examples.
+API=%s
+BANK=%s
+KEY=%s
+BOB=%s
+ALICE_ACC=%s
+BOB_ACC=%s
+`, base, bankURL, demo[0].key, demo[1].key, accounts["alice"], accounts["bob"])
+	return os.WriteFile(filepath.Join(dir, demoEnv), []byte(content), 0o644)
+}
+
 // banner prints how to use the running system; more is printed after its first lines (the
 // cluster's processes, under make run-cluster).
-func banner(base, bankURL string, accounts map[string]string, more string) {
+func banner(base, ui, bankURL, envFile string, accounts map[string]string, more string) {
 	fmt.Printf(`
 Payments is running. Ctrl-C stops everything.
 
   API          %[1]s            (contract: %[1]s/openapi.yaml)
-  Temporal UI  http://localhost:8233   (workflows: http://localhost:8233/namespaces/default/workflows)
+  Temporal UI  %[8]s   (workflows: %[8]s/namespaces/default/workflows)
   Bank         %[6]s   (simulator: docs/bank.md; its statement: %[6]s/payments)
 %[7]s
   Demo API keys
     alice  %[2]s   account %[3]s (USD, funded with 100000 minor)
     bob    %[4]s   account %[5]s (USD)
+  In a shell, . %[9]s sets KEY, BOB, ALICE_ACC, BOB_ACC, API and BANK, which the README's examples use.
 
   Send 12.50 USD from alice to bob (run it twice: the second answer is a replay, the money moves once):
 
@@ -292,7 +367,7 @@ Payments is running. Ctrl-C stops everything.
 
     curl -s '%[1]s/v1/events?limit=5' -H 'Authorization: Bearer %[2]s'
 
-`, base, demo[0].key, accounts["alice"], demo[1].key, accounts["bob"], bankURL, more)
+`, base, demo[0].key, accounts["alice"], demo[1].key, accounts["bob"], bankURL, more, ui, envFile)
 }
 
 // redact shows where a database URL points without its password.

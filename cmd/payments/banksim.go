@@ -100,13 +100,22 @@ func flagsFromEnv(fs *flag.FlagSet) error {
 	return err
 }
 
+// isHelp reports whether arg asks for help, as the flag package reads it.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "--h":
+		return true
+	}
+	return false
+}
+
 // wantsHelp reports whether the command line asks for help (before any "--").
 func wantsHelp(args []string) bool {
 	for _, a := range args {
-		switch a {
-		case "--":
+		if a == "--" {
 			return false
-		case "-h", "-help", "--help":
+		}
+		if isHelp(a) {
 			return true
 		}
 	}

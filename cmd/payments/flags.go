@@ -1,10 +1,33 @@
 package main
 
 import (
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"strings"
 )
+
+// helpRequested is -h or --help on a command's line: dispatch prints the command's usage and
+// flags on stdout, and the command exits 0 without doing anything.
+type helpRequested struct{ fs *flag.FlagSet }
+
+func (helpRequested) Error() string { return "help requested" }
+
+// printHelp prints c's usage and the flags of fs, the flag set of the command line asked about.
+func printHelp(w io.Writer, c command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: payments %s [flags]\n  %s\n", fs.Name(), c.help)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		fmt.Fprintln(w, "no flags (the environment configures the processes: README, \"Configuration\")")
+		return
+	}
+	fmt.Fprintln(w, "flags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
 
 // newFlags returns a flag set that reports errors to the caller instead of printing usage.
 func newFlags(name string) *flag.FlagSet {
@@ -15,7 +38,9 @@ func newFlags(name string) *flag.FlagSet {
 
 // parse parses args and turns any problem into a one-line usage error.
 func parse(fs *flag.FlagSet, args []string, required ...string) error {
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return helpRequested{fs}
+	} else if err != nil {
 		return usagef("%s: %v", fs.Name(), err)
 	}
 	if fs.NArg() > 0 {

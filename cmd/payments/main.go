@@ -21,24 +21,25 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 
 type command struct {
 	name string
+	sub  string // the word a command line needs after name (keys create), if any
 	help string
 	run  func(ctx context.Context, args []string, stdout io.Writer) error
 }
 
 var commands = []command{
-	{"api", "serve the HTTP API", runAPI},
-	{"worker", "run the Temporal worker", runWorker},
-	{"serve", "run the HTTP API and the worker in one process", runServe},
-	{"migrate", "create the database if absent and apply migrations", runMigrate},
-	{"keys", "keys create --owner NAME: issue an API key", runKeys},
-	{"accounts", "accounts create --owner NAME --currency CUR [--name TEXT]: open an account", runAccounts},
-	{"deposit", "deposit --account ID --amount-minor N [--idempotency-key K]: fund an account", runDeposit},
-	{"reconcile", "check every ledger invariant; exit 1 when any is broken", runReconcile},
-	{"bench", "bench [--api URL] [--clients N] [--duration D] [--json FILE]: measure what a transfer costs", runBench},
-	{"rerun", "rerun failed [--since D]: run failed, terminated or timed-out transfers, payouts, payins and webhook deliveries again", runRerun},
-	{"replay", "replay history FILE.json…: check that histories replay against this build", runReplay},
-	{"banksim", "run the bank simulator (docs/bank.md)", runBanksim},
-	{"chaos", "chaos [--seeds 1,2,3] [--ops N] [--clients N] [--keep]: seeded chaos runs on the production topology (docs/reliability.md)", runChaos},
+	{"api", "", "serve the HTTP API", runAPI},
+	{"worker", "", "run the Temporal worker", runWorker},
+	{"serve", "", "run the HTTP API and the worker in one process", runServe},
+	{"migrate", "", "create the database if absent and apply migrations", runMigrate},
+	{"keys", "create", "keys create --owner NAME: issue an API key", runKeys},
+	{"accounts", "create", "accounts create --owner NAME --currency CUR [--name TEXT]: open an account", runAccounts},
+	{"deposit", "", "deposit --account ID --amount-minor N [--idempotency-key K]: fund an account", runDeposit},
+	{"reconcile", "", "check every ledger invariant; exit 1 when any is broken", runReconcile},
+	{"bench", "", "bench [--api URL] [--clients N] [--duration D] [--json FILE]: measure what a transfer costs", runBench},
+	{"rerun", "failed", "rerun failed [--since D] [--dry-run]: run failed, terminated or timed-out transfers, payouts, payins and webhook deliveries again", runRerun},
+	{"replay", "history", "replay history FILE.json…: check that histories replay against this build", runReplay},
+	{"banksim", "", "run the bank simulator (docs/bank.md)", runBanksim},
+	{"chaos", "", "chaos [--seeds 1,2,3] [--ops N] [--clients N] [--keep]: seeded chaos runs on the production topology (docs/reliability.md)", runChaos},
 }
 
 func main() {
@@ -73,9 +74,19 @@ func dispatch(ctx context.Context, args []string, stdout io.Writer) error {
 		return nil
 	}
 	for _, c := range commands {
-		if c.name == args[0] {
-			return c.run(ctx, args[1:], stdout)
+		if c.name != args[0] {
+			continue
 		}
+		if c.sub != "" && len(args) > 1 && isHelp(args[1]) { // keys --help: the help of keys create
+			args = []string{c.name, c.sub, args[1]}
+		}
+		err := c.run(ctx, args[1:], stdout)
+		var help helpRequested
+		if errors.As(err, &help) {
+			printHelp(stdout, c, help.fs)
+			return nil
+		}
+		return err
 	}
 	return usagef("unknown command %q; run 'payments help'", args[0])
 }

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +36,50 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Exit(testenv.Run(m, env))
+}
+
+// commandsOn points the commands dispatch runs at databaseURL and the Env's Temporal, and every
+// other address they may use at the test's own: a bank that does not answer (503), the API and
+// metrics on free ports. Nothing they do reaches what else runs on this machine (make run's bank
+// on the default PAYMENTS_BANK_URL, its API on :8080). It returns the bank's URL.
+func commandsOn(t *testing.T, databaseURL string) (bankURL string) {
+	t.Helper()
+	noBank := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no bank in this test", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(noBank.Close)
+	t.Setenv("DATABASE_URL", databaseURL)
+	t.Setenv("TEMPORAL_ADDRESS", env.TemporalAddr())
+	t.Setenv("PAYMENTS_BANK_URL", noBank.URL)
+	t.Setenv("PAYMENTS_HTTP_ADDR", testenv.FreeAddr())
+	t.Setenv("PAYMENTS_METRICS_ADDR", testenv.FreeAddr())
+	return noBank.URL
+}
+
+// Every command's --help (and -h) prints its usage and flags, each flag its usage line names,
+// and exits 0 having done nothing; so does the help of a command's subcommand (keys create).
+func TestEveryCommandPrintsItsHelp(t *testing.T) {
+	for _, c := range commands {
+		lines := [][]string{{c.name, "--help"}, {c.name, "-h"}}
+		if c.sub != "" {
+			lines = append(lines, []string{c.name, c.sub, "--help"})
+		}
+		for _, args := range lines {
+			var out bytes.Buffer
+			if err := dispatch(context.Background(), args, &out); err != nil {
+				t.Errorf("%v: %v, want exit 0", args, err)
+				continue
+			}
+			if !strings.HasPrefix(out.String(), "usage: payments "+c.name) {
+				t.Errorf("%v: no usage line:\n%s", args, out.String())
+			}
+			for _, flag := range regexp.MustCompile(`--[a-z-]+`).FindAllString(c.help, -1) {
+				if !strings.Contains(out.String(), "  "+flag[1:]+" ") && !strings.Contains(out.String(), "  "+flag[1:]+"\n") {
+					t.Errorf("%v: the flag %s is not listed:\n%s", args, flag, out.String())
+				}
+			}
+		}
+	}
 }
 
 func TestBadFlagsAreUsageErrors(t *testing.T) {
@@ -90,8 +137,7 @@ func TestDepositRunsThroughTheTransferWorkflowOnce(t *testing.T) {
 	if st := env.Settled(t, "deposit/"+ownerID+"/seed-1"); st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		t.Fatalf("deposit workflow: %v", st)
 	}
-	t.Setenv("DATABASE_URL", env.URL)
-	t.Setenv("TEMPORAL_ADDRESS", env.TemporalAddr())
+	commandsOn(t, env.URL)
 	var usage usageError
 	err := dispatch(context.Background(), []string{"deposit", "--account", money.FundingAccountID("EUR"), "--amount-minor", "1"}, io.Discard)
 	if !errors.As(err, &usage) {
@@ -107,10 +153,12 @@ func TestReconcileCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("DATABASE_URL", url)
+	bankURL := commandsOn(t, url)
 	var out bytes.Buffer
-	// No bank here: invariant 8 is reported as not checked, never as holding.
-	if err := dispatch(ctx, []string{"reconcile"}, &out); err != nil || !strings.Contains(out.String(), "All 12 invariants checked hold; 1 could not be checked") {
+	// The test's bank does not answer: invariant 8 is reported as not checked, never as holding,
+	// whatever else runs on this machine (make run's bank on the default PAYMENTS_BANK_URL).
+	if err := dispatch(ctx, []string{"reconcile"}, &out); err != nil || !strings.Contains(out.String(), "All 12 invariants checked hold; 1 could not be checked") ||
+		!strings.Contains(out.String(), "the bank at "+bankURL+" did not give its statement") {
 		t.Fatalf("clean ledger: %v\n%s", err, out.String())
 	}
 	db, err := database.Open(ctx, url)
@@ -142,8 +190,7 @@ func TestWorkerChecksSearchAttributes(t *testing.T) {
 		_, err := env.Temporal.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: "bare"})
 		return err == nil
 	})
-	t.Setenv("DATABASE_URL", env.URL)
-	t.Setenv("TEMPORAL_ADDRESS", env.TemporalAddr())
+	commandsOn(t, env.URL)
 	t.Setenv("TEMPORAL_NAMESPACE", "bare")
 	err = dispatch(ctx, []string{"worker"}, io.Discard)
 	want := "temporal operator search-attribute create --namespace bare --name AmountMinor --type Int --name Currency --type Keyword"

@@ -61,8 +61,7 @@ func TestRerunFailedCompletesEachTransferOnce(t *testing.T) {
 	})
 	fix()
 
-	t.Setenv("DATABASE_URL", env.URL)
-	t.Setenv("TEMPORAL_ADDRESS", env.TemporalAddr())
+	commandsOn(t, env.URL)
 	var out bytes.Buffer
 	if err := dispatch(context.Background(), []string{"rerun", "failed", "--since", "1h"}, &out); err != nil {
 		t.Fatalf("rerun failed: %v\n%s", err, out.String())
@@ -96,6 +95,55 @@ func TestRerunFailedCompletesEachTransferOnce(t *testing.T) {
 			t.Errorf("%s not skipped in\n%s", keys[i], out.String())
 		}
 	}
+}
+
+// rerun failed --dry-run lists a failed transfer's run and starts nothing: its latest run is still
+// the failed one and no money moved, though a run started now would complete (its lock is
+// released). The real rerun then completes it.
+func TestRerunFailedDryRunStartsNothing(t *testing.T) {
+	const amount, funded = 40, 100
+	ownerID, _, keys, from, to, fix := failTransfers(t, 1, amount, funded)
+	id := "transfer/" + ownerID + "/" + keys[0]
+	testenv.WaitFor(t, "the failed run to be visible", func() bool {
+		return countWorkflows(t, "WorkflowId = '"+id+"' AND ExecutionStatus = 'Failed'") == 1
+	})
+	failedRun := latestRun(t, id)
+	fix()
+
+	commandsOn(t, env.URL)
+	var out bytes.Buffer
+	if err := dispatch(context.Background(), []string{"rerun", "failed", "--since", "1h", "--dry-run"}, &out); err != nil {
+		t.Fatalf("rerun failed --dry-run: %v\n%s", err, out.String())
+	}
+	if !regexp.MustCompile(regexp.QuoteMeta(id)+` +tr_\w+ +would-run +its latest run is Failed`).MatchString(out.String()) ||
+		!strings.Contains(out.String(), "nothing was started") {
+		t.Fatalf("%s is not listed as one that would run again:\n%s", id, out.String())
+	}
+	time.Sleep(2 * time.Second) // a run started by mistake would have posted by now
+	if run := latestRun(t, id); run != failedRun {
+		t.Fatalf("--dry-run started run %s (the failed one: %s)", run, failedRun)
+	}
+	if env.Balance(t, from[0]) != funded || env.Balance(t, to[0]) != 0 {
+		t.Fatalf("--dry-run moved money: %d and %d", env.Balance(t, from[0]), env.Balance(t, to[0]))
+	}
+
+	out.Reset()
+	if err := dispatch(context.Background(), []string{"rerun", "failed", "--since", "1h"}, &out); err != nil ||
+		!regexp.MustCompile(regexp.QuoteMeta(id)+` +tr_\w+ +completed`).MatchString(out.String()) {
+		t.Fatalf("the rerun after the dry run: %v\n%s", err, out.String())
+	}
+	if env.Balance(t, from[0]) != funded-amount || env.Balance(t, to[0]) != amount {
+		t.Fatalf("after the rerun: %d and %d", env.Balance(t, from[0]), env.Balance(t, to[0]))
+	}
+}
+
+func latestRun(t *testing.T, workflowID string) string {
+	t.Helper()
+	desc, err := env.Temporal.DescribeWorkflowExecution(context.Background(), workflowID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 }
 
 func countWorkflows(t *testing.T, query string) int {
@@ -143,6 +191,32 @@ func TestReplayHistoryReportsNonDeterminism(t *testing.T) {
 	}
 }
 
+// A history file that cannot be read (missing, not JSON, not a history) is a usage error (exit 2)
+// that says so, not a build that would break running workflows; no file is replayed.
+func TestReplayHistoryOfAnUnreadableFileIsAUsageError(t *testing.T) {
+	dir := t.TempDir()
+	good, _ := filepath.Glob(filepath.Join(historiesDir, "*.json"))
+	files := map[string]string{"missing.json": "", "truncated.json": `{"events":[{"eventId":"1",`, "empty.json": `{}`,
+		"text.json": "not a history"}
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		if content != "" {
+			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out bytes.Buffer
+		err := dispatch(context.Background(), []string{"replay", "history", good[0], path}, &out)
+		var usage usageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), path+" is not a workflow history") {
+			t.Errorf("%s: %v, want a usage error naming the file", name, err)
+		}
+		if out.Len() > 0 {
+			t.Errorf("%s: replayed anyway:\n%s", name, out.String())
+		}
+	}
+}
+
 // TestRecordHistories writes real histories of each path of the transfer workflow. Run it when
 // the workflow changes, with a new version suffix, and keep the old files: they are what
 // running workflows look like.
@@ -186,8 +260,7 @@ func writeHistory(t *testing.T, workflowID, runID, name string) {
 // `payments bench` runs every scenario against a running API, prints the table and the targets,
 // and leaves a ledger that reconciles. (A smoke test: the numbers are for docs/benchmarks.md.)
 func TestBenchCommand(t *testing.T) {
-	t.Setenv("DATABASE_URL", env.URL)
-	t.Setenv("TEMPORAL_ADDRESS", env.TemporalAddr())
+	commandsOn(t, env.URL)
 	out := filepath.Join(t.TempDir(), "bench.json")
 	var b bytes.Buffer
 	err := dispatch(context.Background(), []string{"bench", "--api", env.Server.URL, "--clients", "2",

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 
 	"github.com/payments/payments/internal/cluster"
+	"github.com/payments/payments/internal/testenv/testdb"
 	"github.com/payments/payments/workflows"
 )
 
@@ -29,7 +30,12 @@ func TestClusterStartsAndStartsAgain(t *testing.T) {
 	ctx := context.Background()
 	db := fmt.Sprintf("payments_test_cluster_%d", os.Getpid())
 	t.Cleanup(func() { dropDatabases(t, db, db+"_visibility") })
-	o := cluster.Options{Root: root(t), DBName: db, VisibilityDBName: db + "_visibility", FrontendPort: -1, DBMaxConns: 4, LogDir: logDir(t)}
+	host, port, user, err := testdb.Server()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cluster.Options{Root: root(t), DBHost: host, DBPort: port, DBUser: user, DBName: db, VisibilityDBName: db + "_visibility",
+		FrontendPort: -1, DBMaxConns: 4, LogDir: logDir(t)}
 	for run := range 2 {
 		c, err := cluster.Start(ctx, o)
 		if err != nil {
@@ -54,7 +60,7 @@ func TestClusterStartsAndStartsAgain(t *testing.T) {
 }
 
 func dropDatabases(t *testing.T, names ...string) {
-	conn, err := pgx.Connect(context.Background(), "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
+	conn, err := pgx.Connect(context.Background(), testdb.AdminURL())
 	if err != nil {
 		t.Error(err)
 		return

@@ -48,12 +48,25 @@ type Temporal struct {
 	TLSServer string // server name to verify, when it differs from the address
 }
 
+// The ports the processes listen on, on every interface unless PAYMENTS_HTTP_ADDR and
+// PAYMENTS_METRICS_ADDR say otherwise (a container's API must be reachable from outside it).
+// make run and make run-cluster bind them on Loopback instead.
+const (
+	HTTPPort    = "8080"
+	MetricsPort = "9090"
+)
+
+// Loopback is the one address make run and make run-cluster listen on: their demo keys are well
+// known and their webhooks may aim at local services, so nothing of theirs may be reachable from
+// another machine.
+const Loopback = "127.0.0.1"
+
 // FromEnv reads the configuration from the environment.
 func FromEnv() (Config, error) {
 	c := Config{
 		DatabaseURL: env("DATABASE_URL", "postgres://postgres@localhost:5432/payments?sslmode=disable"),
-		HTTPAddr:    env("PAYMENTS_HTTP_ADDR", ":8080"),
-		MetricsAddr: env("PAYMENTS_METRICS_ADDR", ":9090"),
+		HTTPAddr:    env("PAYMENTS_HTTP_ADDR", ":"+HTTPPort),
+		MetricsAddr: env("PAYMENTS_METRICS_ADDR", ":"+MetricsPort),
 		Temporal: Temporal{
 			Address:   env("TEMPORAL_ADDRESS", "localhost:7233"),
 			Namespace: env("TEMPORAL_NAMESPACE", "default"),

@@ -17,9 +17,23 @@ import (
 type Rerun struct {
 	WorkflowID string
 	ID         string // what the run makes: a transfer, a payout, a payin
-	Outcome    string // completed, rejected, started, failed, skipped (a later run already finished it), error
-	Detail     string
+	// completed, rejected, started, failed, skipped (a later run already finished it), error;
+	// under DryRun, would-run
+	Outcome string
+	Detail  string
 }
+
+// WouldRun is the outcome of a workflow Restart would have started, under DryRun.
+const WouldRun = "would-run"
+
+type dryRunKey struct{}
+
+// DryRun is ctx under which Restart reads and reports what it would start, and starts nothing
+// (`payments rerun failed --dry-run`). A context rather than a parameter: every service's
+// RerunFailed goes through Restart, which is the one place a run is started again.
+func DryRun(ctx context.Context) context.Context { return context.WithValue(ctx, dryRunKey{}, true) }
+
+func isDryRun(ctx context.Context) bool { return ctx.Value(dryRunKey{}) != nil }
 
 // EachFailed calls rerun for every workflow of type workflowType whose latest run failed, was
 // terminated or timed out (and closed after since, when since is not zero), once each, in turn.
@@ -70,7 +84,7 @@ func EachRunning(ctx context.Context, c client.Client, workflowType, filter stri
 }
 
 // Restart starts workflowID's latest run again, with the input it was started with, if that
-// run failed, was terminated or timed out; decode reads the input into the caller's type and
+// run failed, was terminated or timed out (and ctx is not DryRun); decode reads the input into the caller's type and
 // returns the operation to start with it. The new run is returned for the caller to wait on,
 // or nil with the Rerun saying why nothing was started.
 func Restart(ctx context.Context, c client.Client, workflowID string, decode func(input func(valuePtr any) error) (Operation, error)) (client.WorkflowRun, Rerun) {
@@ -91,6 +105,9 @@ func Restart(ctx context.Context, c client.Client, workflowID string, decode fun
 	r.ID = op.ID
 	if st := info.GetStatus(); !rerunnable(st) {
 		r.Outcome, r.Detail = "skipped", "its latest run is "+st.String()
+		return nil, r
+	} else if isDryRun(ctx) {
+		r.Outcome, r.Detail = WouldRun, "its latest run is "+st.String()+"; nothing started (--dry-run)"
 		return nil, r
 	}
 	run, err := c.ExecuteWorkflow(ctx, op.StartOptions(), op.Workflow, op.Input)

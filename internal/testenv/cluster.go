@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/payments/payments/internal/cluster"
+	"github.com/payments/payments/internal/testenv/testdb"
 )
 
 // Clustered says whether Envs run on a Temporal cluster (internal/cluster: four service
@@ -32,7 +33,11 @@ func (e *Env) startCluster(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	o := cluster.Options{Root: RepoRoot(), DBName: e.clusterDBs[0], VisibilityDBName: e.clusterDBs[1],
+	host, port, user, err := testdb.Server()
+	if err != nil {
+		return err
+	}
+	o := cluster.Options{Root: RepoRoot(), DBHost: host, DBPort: port, DBUser: user, DBName: e.clusterDBs[0], VisibilityDBName: e.clusterDBs[1],
 		// Few connections: a package may run two Envs, each with its own cluster, beside the
 		// APIs and workers, on PostgreSQL's 100.
 		FrontendPort: -1, DBMaxConns: 3, VisibilityDBMaxConns: 1, Retention: 24 * time.Hour,

@@ -10,15 +10,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/testenv/testdb"
 )
 
-// AdminURL is the PostgreSQL the tests create their databases on; TEST_DATABASE_URL overrides it.
-func AdminURL() string {
-	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-}
+// AdminURL is the PostgreSQL the tests create their databases on; TEST_DATABASE_URL overrides it
+// (testdb).
+func AdminURL() string { return testdb.AdminURL() }
 
 // FreshDatabase creates a database for name, migrates it and returns its URL. name starts with
 // "payments_test_"; the database is name_PID, PID this process's, so that test packages, and two
@@ -44,8 +41,10 @@ func FreshDatabase(ctx context.Context, name string) (string, error) {
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
 		return "", err
 	}
-	cfg, _ := pgx.ParseConfig(AdminURL())
-	url := fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, db)
+	url, err := testdb.URL(db)
+	if err != nil {
+		return "", err
+	}
 	pool, err := database.Open(ctx, url)
 	if err != nil {
 		_ = dropDatabase(ctx, db)
