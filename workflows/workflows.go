@@ -1,7 +1,9 @@
 // Package workflows holds the workflows: deterministic orchestration only, no I/O. One file per
 // capability, each with what its workflow takes and returns: transfer.go (a transfer, posted
-// once), payout.go and payin.go (money out and in through the bank), webhook.go (events delivered to clients' endpoints), cleanup.go and recover.go (the recurring Schedules that keep the idempotency records
-// and the pending transfers in bounds).
+// once), payout.go and payin.go (money out and in through the bank), webhook.go (events
+// delivered to clients' endpoints), and the recurring Schedules: cleanup.go and recover.go (the
+// idempotency records and the pending transfers kept in bounds), statement.go (returns found on
+// the bank's statement credited back).
 package workflows
 
 import "go.temporal.io/api/enums/v1"
