@@ -12,12 +12,14 @@ import (
 )
 
 // bankEvent receives a bank callback (docs/contract.md §6). The signature is checked over the
-// raw body, and that same body, decoded once, is what is acted on. A verified event is answered
-// 2xx whether it is new, a duplicate, or matches nothing (the bank would otherwise send it
-// again for ever); its effect happens at most once, because each effect is keyed by the event:
-// an Update with the event's id to a payout's run, the workflow ID payin/<event id> for a
-// credit. Only when the effect could not be handed on (PostgreSQL or Temporal unreachable) is it
-// answered 503, so that the bank sends it again.
+// raw body, and that same body, decoded once and strictly, is what is acted on. A verified event
+// is answered 2xx whether it is new, a duplicate, matches nothing, is no event at all (malformed
+// or ambiguous: kept with the reason, no effect) or conflicts with the event first received
+// under its id (kept, no effect): the bank would otherwise send it again for ever. Its effect
+// happens at most once, because each effect is keyed by the event: an Update with the event's id
+// to a payout's run, the workflow ID payin/<event id> for a credit. Only when the effect could
+// not be handed on (PostgreSQL or Temporal unreachable) is it answered 503, so that the bank
+// sends it again.
 func (s *Server) bankEvent(c echo.Context) error {
 	ctx := c.Request().Context()
 	raw := body(c)
@@ -26,12 +28,21 @@ func (s *Server) bankEvent(c echo.Context) error {
 		s.Log.WarnContext(ctx, "bank callback refused", "err", err, "request_id", requestID(c))
 		return problem.New(http.StatusUnauthorized, "unauthorized", "the Bank-Signature does not verify")
 	}
-	if err != nil { // signed by the bank, but not an event: taking it again would not help
-		s.Log.ErrorContext(ctx, "a signed bank callback that is not an event", "err", err, "request_id", requestID(c))
-		return c.JSON(http.StatusOK, map[string]string{"outcome": "malformed"})
+	var bad *bank.Malformed
+	if errors.As(err, &bad) {
+		return s.malformedBankEvent(c, raw, bad)
 	}
-	if err := s.Ledger.RecordBankEvent(ctx, e.ID, e.Type, raw); err != nil {
+	if err != nil {
 		return err
+	}
+	theEvent, err := s.Ledger.RecordBankEvent(ctx, e.ID, e.Type, raw)
+	if err != nil {
+		return err
+	}
+	if !theEvent {
+		outcome := "conflict: another body was received first under this event id; this one has no effect"
+		s.Log.WarnContext(ctx, "a bank event id sent again with another body", "event_id", e.ID, "type", e.Type, "request_id", requestID(c))
+		return c.JSON(http.StatusOK, map[string]string{"id": e.ID, "outcome": outcome})
 	}
 	outcome := "ignored: not an event this processor acts on"
 	switch e.Type {
@@ -48,4 +59,16 @@ func (s *Server) bankEvent(c echo.Context) error {
 	}
 	s.Log.InfoContext(ctx, "bank event", "event_id", e.ID, "type", e.Type, "reference", e.Data.Reference, "outcome", outcome)
 	return c.JSON(http.StatusOK, map[string]string{"id": e.ID, "outcome": outcome})
+}
+
+// malformedBankEvent keeps a signed callback that is no event, for operators, and answers it
+// 200: the bank signed it, and sending it again would not make it an event.
+func (s *Server) malformedBankEvent(c echo.Context, raw []byte, bad *bank.Malformed) error {
+	ctx := c.Request().Context()
+	id, err := s.Ledger.RecordMalformedBankEvent(ctx, raw, bad.Reason)
+	if err != nil {
+		return err
+	}
+	s.Log.ErrorContext(ctx, "a signed bank callback that is not an event", "kept_as", id, "reason", bad.Reason, "request_id", requestID(c))
+	return c.JSON(http.StatusOK, map[string]string{"outcome": "malformed: " + bad.Reason})
 }

@@ -4,11 +4,9 @@
 package request
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"reflect"
 	"regexp"
@@ -19,145 +17,46 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/money"
 	"github.com/payments/payments/internal/problem"
+	"github.com/payments/payments/internal/strictjson"
 )
 
-// decode reads body into dst, a pointer to a request struct, strictly: one JSON object in UTF-8,
-// each member name exactly one of dst's fields (names are case-sensitive: "AMOUNT_MINOR" is not
-// "amount_minor"), no name given twice in any object (compared after unescaping), and each value
-// of its field's type. encoding/json alone would match names regardless of case and let the
-// last duplicate win; checking the names first leaves exactly one reading of the body, which is
-// the one the handler executes and the one fingerprinted.
+// decode reads body into dst, a pointer to a request struct, strictly (strictjson.Decode): one
+// JSON object in UTF-8, each member name exactly one of dst's fields (names are case-sensitive:
+// "AMOUNT_MINOR" is not "amount_minor"), no name given twice in any object, and each value of
+// its field's type. That leaves exactly one reading of the body, which is the one the handler
+// executes and the one fingerprinted. A refusal is a 400 naming the field.
 func decode(body []byte, dst any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return problem.Invalid("the request body must be a JSON object")
-	}
-	if !utf8.Valid(body) {
-		return problem.Invalid("the request body must be UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return problem.Invalid("the request body must be a JSON object")
-	}
-	if err := checkMembers(dec, reflect.TypeOf(dst).Elem(), ""); err != nil {
+	err := strictjson.Decode(body, dst, strictjson.Options{})
+	var e *strictjson.Error
+	if !errors.As(err, &e) {
 		return err
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	switch e.Kind {
+	case strictjson.NotObject:
+		return problem.Invalid("the request body must be a JSON object")
+	case strictjson.NotUTF8:
+		return problem.Invalid("the request body must be UTF-8")
+	case strictjson.Trailing:
 		return problem.Invalid("the request body must hold exactly one JSON object")
-	}
-	// The names are known to be exact and unique: decode the values.
-	dec = json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return typeError(err)
-	}
-	return nil
-}
-
-// checkMembers reads the rest of an object whose '{' was just read, checking its member names
-// against t (a struct's json names, a map's any names, anything for another type) and the
-// values nested in it. path is the object's place in the body ("" at the top, "metadata." in a
-// member "metadata"), for naming a field in an error.
-func checkMembers(dec *json.Decoder, t reflect.Type, path string) error {
-	fields := jsonFields(t)
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return syntaxError(err)
+	case strictjson.Duplicate:
+		return problem.Invalid("the request gives a field more than once",
+			problem.FieldError{Field: e.Field, Message: "given more than once"})
+	case strictjson.Unknown, strictjson.CaseVariant:
+		msg := "unknown field"
+		if e.Known != "" {
+			msg = fmt.Sprintf("unknown field; names are case-sensitive: %q", e.Known)
 		}
-		name := tok.(string) // object keys are always strings
-		if seen[name] {
-			return problem.Invalid("the request gives a field more than once",
-				problem.FieldError{Field: path + name, Message: "given more than once"})
+		return problem.Invalid("the request has a field this API does not know", problem.FieldError{Field: e.Field, Message: msg})
+	case strictjson.WrongType:
+		if e.Message != "" {
+			return problem.Invalid("a field has the wrong type", problem.FieldError{Field: e.Field, Message: e.Message})
 		}
-		seen[name] = true
-		var elem reflect.Type
-		switch {
-		case fields != nil:
-			var ok bool
-			if elem, ok = fields[name]; !ok {
-				return unknownField(name, fields)
-			}
-		case t != nil && t.Kind() == reflect.Map && t.Elem().Kind() == reflect.String:
-			// encoding/json would take null for "": a map's value is a string or it is refused.
-			if tok, err := dec.Token(); err != nil {
-				return syntaxError(err)
-			} else if _, ok := tok.(string); !ok {
-				return problem.Invalid("a field has the wrong type", problem.FieldError{Field: path + name, Message: "must be a JSON string"})
-			}
-			continue
-		case t != nil && t.Kind() == reflect.Map:
-			elem = t.Elem()
-		}
-		if err := checkValue(dec, elem, path+name+"."); err != nil {
-			return err
-		}
+		return typeError(e.Err)
 	}
-	_, err := dec.Token() // '}'
-	return syntaxError(err)
-}
-
-// checkValue reads one value at path, checking the member names of any object in it against t.
-func checkValue(dec *json.Decoder, t reflect.Type, path string) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return syntaxError(err)
-	}
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch tok {
-	case json.Delim('{'):
-		return checkMembers(dec, t, path)
-	case json.Delim('['):
-		var elem reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			elem = t.Elem()
-		}
-		for dec.More() {
-			if err := checkValue(dec, elem, path); err != nil {
-				return err
-			}
-		}
-		_, err := dec.Token() // ']'
-		return syntaxError(err)
-	}
-	return nil
-}
-
-// jsonFields maps the JSON names of struct t's fields to their types; nil when t is no struct.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	if t == nil || t.Kind() != reflect.Struct || t == reflect.TypeFor[json.RawMessage]() {
-		return nil
-	}
-	out := map[string]reflect.Type{}
-	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" || !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = f.Type
-	}
-	return out
-}
-
-func unknownField(name string, fields map[string]reflect.Type) error {
-	msg := "unknown field"
-	for known := range fields {
-		if strings.EqualFold(known, name) {
-			msg = fmt.Sprintf("unknown field; names are case-sensitive: %q", known)
-		}
-	}
-	return problem.Invalid("the request has a field this API does not know", problem.FieldError{Field: name, Message: msg})
+	return syntaxError(e.Err)
 }
 
 func syntaxError(err error) error {
-	if err == nil {
-		return nil
-	}
 	return problem.Invalid("the request body is not valid JSON: " + err.Error())
 }
 

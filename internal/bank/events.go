@@ -4,12 +4,14 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+
+	"github.com/payments/payments/internal/strictjson"
 )
 
 // SignatureHeader carries the bank's signature of a callback.
@@ -64,21 +66,84 @@ func mac(secret []byte, t string, body []byte) []byte {
 	return m.Sum(nil)
 }
 
-// ReadEvent verifies header, the Bank-Signature of body, at now, and decodes that same body. A
-// header may carry several v1 values (while the bank rotates its secret): one that verifies is
-// enough.
+// ErrMalformed is a signed callback that is not one unambiguous event: not a JSON object, a
+// member given twice or in another case, a value of the wrong type, no usable id or type. The
+// bank signed it, so it is answered 2xx (taking it again would not help), and it has no effect.
+var ErrMalformed = errors.New("a signed callback that is not an event")
+
+// Malformed is an ErrMalformed, and why.
+type Malformed struct {
+	Reason string // storable text, at most maxReason bytes and an ellipsis
+}
+
+func (m *Malformed) Error() string        { return ErrMalformed.Error() + ": " + m.Reason }
+func (m *Malformed) Is(target error) bool { return target == ErrMalformed }
+
+// ReadEvent verifies header, the Bank-Signature of body, at now, and decodes that same body,
+// once and strictly: the Event returned is the one reading of the signed bytes. A header may
+// carry several v1 values (while the bank rotates its secret): one that verifies is enough. A
+// body that verifies but is no event is ErrMalformed, saying why.
 func ReadEvent(secret []byte, header string, body []byte, now time.Time) (Event, error) {
 	if err := verify(secret, header, body, now); err != nil {
 		return Event{}, err
 	}
+	return decodeEvent(body)
+}
+
+// MaxIDLength bounds an event id and a type: the id names a workflow (payin/<id>) and a row.
+const MaxIDLength = 255
+
+// decodeEvent reads a verified body. Members it does not know are ignored (the bank may add
+// some), but never one that encoding/json would fold onto a known one. The event's text is made
+// storable (Storable); its id and type, the keys everything is found by, must be storable as
+// they are: 1 to MaxIDLength bytes, no control or space character.
+func decodeEvent(body []byte) (Event, error) {
 	var e Event
-	if err := json.Unmarshal(body, &e); err != nil {
-		return Event{}, fmt.Errorf("a signed event that is not JSON: %w", err)
+	if err := strictjson.Decode(body, &e, strictjson.Options{IgnoreUnknown: true}); err != nil {
+		return Event{}, malformed("%v", err)
 	}
-	if e.ID == "" || e.Type == "" {
-		return Event{}, errors.New("a signed event without an id or a type")
+	if err := checkKey(e.ID); err != nil {
+		return Event{}, malformed("id %v", err)
+	}
+	if err := checkKey(e.Type); err != nil {
+		return Event{}, malformed("type %v", err)
+	}
+	d := &e.Data
+	for _, text := range []*string{&d.PaymentID, &d.Reference, &d.Reason, &d.AccountNumber, &d.Currency} {
+		*text = Storable(*text)
 	}
 	return e, nil
+}
+
+func checkKey(v string) error {
+	switch {
+	case v == "":
+		return errors.New("is missing")
+	case len(v) > MaxIDLength:
+		return fmt.Errorf("is longer than %d bytes", MaxIDLength)
+	case strings.ContainsFunc(v, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) }):
+		return errors.New("holds a control or space character")
+	}
+	return nil
+}
+
+// maxReason bounds the reason kept for a malformed event (a member name may be long).
+const maxReason = 500
+
+func malformed(format string, args ...any) error {
+	reason := Storable(fmt.Sprintf(format, args...))
+	if len(reason) > maxReason {
+		reason = strings.ToValidUTF8(reason[:maxReason], "") + "…"
+	}
+	return &Malformed{Reason: reason}
+}
+
+// Storable is text as PostgreSQL can store it: each NUL, which no text column can hold, written
+// as the six characters \u0000 (its JSON escape). Free text (a credit's reference, a payment's
+// reason) is kept that way rather than refused, so that a credit is never lost for its
+// reference; an account number or payout id with a NUL so escaped names nothing, as it should.
+func Storable(s string) string {
+	return strings.ReplaceAll(s, "\x00", `\u0000`)
 }
 
 func verify(secret []byte, header string, body []byte, now time.Time) error {

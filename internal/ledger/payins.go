@@ -2,11 +2,14 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/idempotency"
 )
 
@@ -54,16 +57,20 @@ func scanPayin(row pgx.Row) (Payin, error) {
 
 // CreditPayin credits the money of a bank credit to the customer account whose number it names,
 // from the currency's settlement account, through the same posting as a transfer, once per bank
-// event however often it is called: the payin and its posting are written in one transaction,
-// keyed by the bank's event id. An account number no customer account has in that currency is
-// recorded unmatched, for operators, and credits nothing.
+// event however often, and however concurrently, it is called: the payin and its posting are
+// written in one transaction, keyed by the bank's event id (the posting's transfer id is the
+// payin's, derived from it, so a second posting of it finds the first). An account number no
+// customer account has in that currency is recorded unmatched, for operators, and credits
+// nothing. Text PostgreSQL cannot store (a NUL in a reference) is stored escaped (bank.Storable):
+// a credit is never refused for its text, and an account number so escaped matches none.
 func (l *Ledger) CreditPayin(ctx context.Context, c Credit) (p Payin, err error) {
+	for _, text := range []*string{&c.BankEventID, &c.AccountNumber, &c.Currency, &c.Reference} {
+		*text = bank.Storable(*text)
+	}
 	scope := idempotency.Scope{Route: idempotency.RoutePayin, Key: c.BankEventID}
 	err = l.change(ctx, func(tx pgx.Tx, o *outbox) error {
-		if p, err = scanPayin(tx.QueryRow(ctx, `SELECT `+payinColumns+` FROM payins WHERE bank_event_id = $1`, c.BankEventID)); err == nil {
-			return nil // credited (or recorded) before
-		} else if !errors.Is(err, ErrNotFound) {
-			return err
+		if p, err = payinOfEvent(ctx, tx, c.BankEventID); !errors.Is(err, ErrNotFound) {
+			return err // credited (or recorded) before, or an error
 		}
 		var account string
 		err := tx.QueryRow(ctx, `SELECT id FROM accounts WHERE account_number = $1 AND kind = 'customer' AND currency = $2`,
@@ -86,12 +93,18 @@ func (l *Ledger) CreditPayin(ctx context.Context, c Credit) (p Payin, err error)
 		if transferID != nil {
 			accountID = &account
 		}
+		// A concurrent call for the same event may have recorded it since the read above (for a
+		// credit, its posting of the same transfer id made this one wait, then find it posted,
+		// moving nothing): then its row is the payin, and it announced the payin's event.
 		p, err = scanPayin(tx.QueryRow(ctx, `
 			INSERT INTO payins (id, bank_event_id, account_number, account_id, amount_minor, currency, reference, status, transfer_id)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			ON CONFLICT DO NOTHING
 			RETURNING `+payinColumns, id, c.BankEventID, c.AccountNumber, accountID, c.AmountMinor,
 			c.Currency, c.Reference, status, transferID))
-		if err == nil && p.AccountID != nil {
+		if errors.Is(err, ErrNotFound) {
+			p, err = payinOfEvent(ctx, tx, c.BankEventID)
+		} else if err == nil && p.AccountID != nil {
 			o.add(EventPayinReceived, p.ID, p, *p.AccountID)
 		}
 		return err
@@ -99,11 +112,47 @@ func (l *Ledger) CreditPayin(ctx context.Context, c Credit) (p Payin, err error)
 	return p, err
 }
 
-// RecordBankEvent keeps a verified bank event, once per event id (a copy sent again is not
-// kept twice).
-func (l *Ledger) RecordBankEvent(ctx context.Context, id, typ string, body []byte) error {
-	_, err := l.DB.Exec(ctx, `INSERT INTO bank_events (id, type, body) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`, id, typ, body)
-	return err
+func payinOfEvent(ctx context.Context, tx pgx.Tx, bankEventID string) (Payin, error) {
+	return scanPayin(tx.QueryRow(ctx, `SELECT `+payinColumns+` FROM payins WHERE bank_event_id = $1`, bankEventID))
+}
+
+// RecordBankEvent keeps a verified bank event under its id, and reports whether body is that
+// event: the first body received under an id is the event, and the same bytes again are a copy
+// of it (the bank sends an event again byte for byte, with a new signature in its header), to be
+// handed on again, as each of its effects is keyed by the id. A different body under a known id
+// is not the event (false): it is kept in bank_event_conflicts, once per distinct body with the
+// number of copies, for operators, and must have no effect.
+func (l *Ledger) RecordBankEvent(ctx context.Context, id, typ string, body []byte) (theEvent bool, err error) {
+	tag, err := l.DB.Exec(ctx, `INSERT INTO bank_events (id, type, body) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`, id, typ, body)
+	if err != nil || tag.RowsAffected() == 1 {
+		return err == nil, err
+	}
+	// A statement of its own, so that it sees the row a concurrent insert committed.
+	if err := l.DB.QueryRow(ctx, `SELECT body = $2 FROM bank_events WHERE id = $1`, id, body).Scan(&theEvent); err != nil || theEvent {
+		return theEvent, err
+	}
+	_, err = l.DB.Exec(ctx, `
+		INSERT INTO bank_event_conflicts (event_id, body_sha256, body) VALUES ($1, sha256($2), $2)
+		ON CONFLICT (event_id, body_sha256) DO UPDATE SET copies = bank_event_conflicts.copies + 1, last_at = now()`, id, body)
+	return false, err
+}
+
+// MalformedBankEventID is the key a signed callback that is no event is kept under in
+// bank_events: "malformed sha256:<hex of its body>". No event id has a space, so it is no
+// event's, and the same bytes sent again are kept once.
+func MalformedBankEventID(body []byte) string {
+	sum := sha256.Sum256(body)
+	return "malformed sha256:" + hex.EncodeToString(sum[:])
+}
+
+// RecordMalformedBankEvent keeps a signed callback that is no event (not JSON, ambiguous, no
+// usable id or type: reason, which must be storable text), for operators: type "", outcome
+// "malformed: <reason>". It has no effect. It returns the key it is kept under.
+func (l *Ledger) RecordMalformedBankEvent(ctx context.Context, body []byte, reason string) (string, error) {
+	id := MalformedBankEventID(body)
+	_, err := l.DB.Exec(ctx, `INSERT INTO bank_events (id, type, body, outcome) VALUES ($1, '', $2, $3) ON CONFLICT (id) DO NOTHING`,
+		id, body, "malformed: "+reason)
+	return id, err
 }
 
 // NoteBankEvent records what became of bank event id the first time it was handed on, for
