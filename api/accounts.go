@@ -84,6 +84,9 @@ func (s *Server) listEntries(c echo.Context) error {
 	if _, err := s.Ledger.Account(ctx, owner(c), c.Param("id")); err != nil {
 		return notFound(err, "account")
 	}
+	if err := queryParams(c, "limit", "cursor"); err != nil {
+		return err
+	}
 	limit, err := limitParam(c)
 	if err != nil {
 		return err

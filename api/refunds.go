@@ -18,7 +18,9 @@ import (
 // the destination's owner (docs/contract.md §8). It runs as a transfer does: claimed under its
 // key, posted once by its own workflow. What is checked here (the transfer is the caller's to
 // refund, completed, with enough left) is checked again in the posting's transaction, which
-// alone decides a race between refunds.
+// alone decides a race between refunds. A refund of all that remains (amount_minor left out)
+// takes what remains there, under the transfer's lock: what remains here is only what its
+// claim shows until it posts.
 func (s *Server) createRefund(c echo.Context) error {
 	ctx := c.Request().Context()
 	scope, err := idempotencyScope(c, idempotency.RouteRefunds)
@@ -56,6 +58,7 @@ func (s *Server) createRefund(c echo.Context) error {
 	answer, err := s.submit(c, transfers.Request{
 		Scope: scope, Fingerprint: fp, From: t.ToAccountID, To: t.FromAccountID, AmountMinor: amount,
 		Currency: t.Currency, Description: req.Description, Metadata: req.Metadata, RefundOf: t.ID,
+		RefundRemaining: req.AmountMinor == nil,
 	})
 	if err != nil {
 		return err

@@ -161,11 +161,9 @@ func TestConcurrentPartialRefundsNeverExceedTheTransfer(t *testing.T) {
 
 	completed, inLedger, beforeClaim := 0, 0, 0
 	for i, a := range answers {
-		// A 202 (the wait ran out) is settled by asking again with the same key.
-		for a.Status == http.StatusAccepted || a.Status == http.StatusConflict {
-			time.Sleep(50 * time.Millisecond)
-			a = env.Do(t, "POST", refundPath(transferID), bob, fmt.Sprintf("race-%d", i), `{"amount_minor":7}`)
-		}
+		a = settled(t, a, func() testenv.Response {
+			return env.Do(t, "POST", refundPath(transferID), bob, fmt.Sprintf("race-%d", i), `{"amount_minor":7}`)
+		})
 		p := a.JSON(t)
 		switch {
 		case a.Status == http.StatusCreated:
@@ -194,6 +192,65 @@ func TestConcurrentPartialRefundsNeverExceedTheTransfer(t *testing.T) {
 	}
 	if env.Balance(t, from) != 998 || env.Balance(t, to) != 2 {
 		t.Fatalf("balances %d/%d, want 998/2", env.Balance(t, from), env.Balance(t, to))
+	}
+	env.Reconcile(t)
+}
+
+// settled is a's final answer: while a is 202 (the wait ran out) or 409 (the key's run is still
+// going), it asks again, with again (the same request under the same key), for at most a minute.
+func settled(t *testing.T, a testenv.Response, again func() testenv.Response) testenv.Response {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for a.Status == http.StatusAccepted || a.Status == http.StatusConflict {
+		if time.Now().After(deadline) {
+			t.Fatalf("still %d after a minute: %s", a.Status, a.Body)
+		}
+		time.Sleep(50 * time.Millisecond)
+		a = again()
+	}
+	return a
+}
+
+// The payee refunds 60 of a transfer of 100 and, a moment later, all that remains: the second
+// takes the 40 the first left, not the 100 that remained when it was claimed. Both reach their
+// posting before either has posted: the payee's account is held, so the first posting waits
+// there, holding the transfer's lock, and the second, claimed meanwhile, waits behind it.
+func TestARefundOfAllThatRemainsTakesWhatTheRefundsBeforeItLeft(t *testing.T) {
+	transferID, alice, bob, from, to := paid(t, 100)
+	release := env.Hold(t, to)
+	bodies := []string{`{"amount_minor":60}`, `{}`}
+	send := func(i int) testenv.Response {
+		return env.Do(t, "POST", refundPath(transferID), bob, fmt.Sprintf("part-%d", i), bodies[i])
+	}
+	answers := make([]testenv.Response, len(bodies))
+	var wg sync.WaitGroup
+	for i := range bodies {
+		wg.Go(func() { answers[i] = send(i) })
+		testenv.WaitFor(t, fmt.Sprintf("refund %d's posting to wait for its lock", i), func() bool { return env.Waiting(t) == i+1 })
+	}
+	release()
+	wg.Wait()
+
+	var ids []string
+	for i, want := range []float64{60, 40} {
+		a := settled(t, answers[i], func() testenv.Response { return send(i) })
+		if a.Status != http.StatusCreated || a.JSON(t)["amount_minor"] != want || a.JSON(t)["status"] != "completed" {
+			t.Fatalf("refund %s: %d %s, want %v completed", bodies[i], a.Status, a.Body, want)
+		}
+		if replay := send(i); string(replay.Body) != string(a.Body) || replay.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("replay of %s: %s, want %s", bodies[i], replay.Body, a.Body)
+		}
+		ids = append(ids, a.JSON(t)["id"].(string))
+	}
+	if shown, posted := refundedMinor(t, alice, transferID); shown != 100 || posted != 100 {
+		t.Fatalf("amount_refunded_minor %d, completed refunds %d; want 100", shown, posted)
+	}
+	if env.Balance(t, from) != 100 || env.Balance(t, to) != 0 {
+		t.Fatalf("balances %d/%d, want 100/0", env.Balance(t, from), env.Balance(t, to))
+	}
+	if n := env.Count(t, `SELECT count(*) FROM entries WHERE transfer_id = $1 AND
+		((account_id = $2 AND amount_minor = -40) OR (account_id = $3 AND amount_minor = 40))`, ids[1], to, from); n != 2 {
+		t.Fatalf("the refund of the rest has %d of its two entries of 40", n)
 	}
 	env.Reconcile(t)
 }

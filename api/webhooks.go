@@ -65,6 +65,9 @@ func (s *Server) deleteEndpoint(c echo.Context) error {
 
 // listEvents is the events feed: the caller's events, oldest first, after the event `after`.
 func (s *Server) listEvents(c echo.Context) error {
+	if err := queryParams(c, "after", "type", "limit"); err != nil {
+		return err
+	}
 	limit, err := limitParam(c)
 	if err != nil {
 		return err

@@ -51,6 +51,9 @@ type Request struct {
 	Description string
 	Metadata    map[string]string
 	RefundOf    string // the transfer a refund gives money back from; empty for a transfer
+	// RefundRemaining is a refund of all that remains, resolved by the ledger when it posts;
+	// AmountMinor is then what remains now, which the claim records until then.
+	RefundRemaining bool
 }
 
 // id is the id of the transfer or refund made by the use-th operation in r's scope.
@@ -221,14 +224,16 @@ func (s *Service) claim(ctx context.Context, r Request) (in workflows.TransferIn
 		rec, created, err = idempotency.Claim(ctx, tx, r.Scope, r.Fingerprint, r.id(uses))
 		in = s.input(r, rec.ResourceID)
 		if err == nil && !created && r.RefundOf != "" {
-			// A refund of "all that remains" was resolved to an amount when it was claimed: a
-			// duplicate runs (or re-runs) that amount, not what remains now.
+			// A duplicate runs (or re-runs) the refund as claimed, not what remains now; a refund
+			// of all that remains is resolved by its posting from the claimed row.
 			in.AmountMinor, err = ledger.ClaimedAmount(ctx, tx, rec.ResourceID, in.AmountMinor)
 		}
 		if err != nil || !created {
 			return err
 		}
-		return ledger.InsertPending(ctx, tx, in.Ledger(""))
+		p := in.Ledger("")
+		p.RefundRemaining = r.RefundRemaining // the row, which every run of it posts, says so
+		return ledger.InsertPending(ctx, tx, p)
 	})
 	return in, rec, created && err == nil, err
 }

@@ -12,10 +12,12 @@ import (
 // Filter narrows a list of transfers or payouts (docs/contract.md §8): to one of the owner's
 // accounts, a status, a creation window; Limit rows after Cursor.
 type Filter struct {
-	AccountID     string
-	Status        string
-	CreatedAfter  time.Time // exclusive; zero: no bound
-	CreatedBefore time.Time // exclusive; zero: no bound
+	AccountID string
+	Status    string
+	// Exclusive bounds; nil: no bound. Not the zero time, which is a bound like any other (the
+	// year 1: nothing was created before it).
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
 	Limit         int
 	Cursor        string
 }
@@ -53,14 +55,15 @@ func parseCursor(c string) (keyset, error) {
 	return keyset{at: t, id: id}, nil
 }
 
-// bounds are the creation window of f, as the queries take it.
+// bounds are the creation window of f, as the queries take it: without a bound, one that no
+// row is created beyond.
 func (f Filter) bounds() (after, before time.Time) {
-	after, before = f.CreatedAfter, f.CreatedBefore
-	if after.IsZero() {
-		after = time.Unix(0, 0)
+	after, before = time.Unix(0, 0), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	if f.CreatedAfter != nil {
+		after = *f.CreatedAfter
 	}
-	if before.IsZero() {
-		before = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	if f.CreatedBefore != nil {
+		before = *f.CreatedBefore
 	}
 	return after, before
 }

@@ -35,6 +35,9 @@ type Posting struct {
 	Kind     string
 	RefundOf string   // the transfer a refund gives money back from
 	Metadata Metadata // the client's, as given
+	// RefundRemaining is a refund of all that remains of its transfer when it posts: its
+	// AmountMinor, what remained when it was claimed, stands until then (docs/contract.md §8).
+	RefundRemaining bool
 }
 
 // Kinds of posting.
@@ -127,15 +130,15 @@ func post(ctx context.Context, tx pgx.Tx, o *outbox, p Posting, answer Answer) (
 	// Claim the transfer id first. DO UPDATE (rather than DO NOTHING) returns the row either way
 	// and locks it, so a concurrent posting of the same id waits here and then sees it final,
 	// and MarkFailed waits for a posting under way.
-	var fenced bool
+	var fenced, remaining bool
 	t, err := scanTransfer(tx.QueryRow(ctx, `
 		INSERT INTO transfers (id, status, from_account_id, to_account_id, amount_minor, currency, description, workflow_id,
-			kind, refund_of, metadata)
-		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $9, NULLIF($10, ''), $11)
+			kind, refund_of, metadata, refund_remaining)
+		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $9, NULLIF($10, ''), $11, $12)
 		ON CONFLICT (id) DO UPDATE SET id = EXCLUDED.id
-		RETURNING `+transferColumns+`, $8::text = ANY(failed_runs)`,
+		RETURNING `+transferColumns+`, $8::text = ANY(failed_runs), refund_remaining`,
 		p.TransferID, p.From, p.To, p.AmountMinor, p.Currency, p.Description, p.WorkflowID, p.RunID, p.kind(),
-		p.RefundOf, p.Metadata.stored()), &fenced)
+		p.RefundOf, p.Metadata.stored(), p.RefundRemaining), &fenced, &remaining)
 	if err != nil {
 		return t, idempotency.Response{}, fkInvalid(err)
 	}
@@ -157,9 +160,11 @@ func post(ctx context.Context, tx pgx.Tx, o *outbox, p Posting, answer Answer) (
 
 	// A refund locks its transfer first (every refund of it takes the same lock, then the
 	// accounts), so that refunds racing for its last units are decided one after the other.
+	// The row, not p, says whether it takes all that remains: a re-run or a recovery's input
+	// holds only an amount.
 	reason := ""
 	if p.kind() == KindRefund {
-		if reason, err = refundable(ctx, tx, t); err != nil {
+		if t, reason, err = refundable(ctx, tx, t, remaining); err != nil {
 			return t, idempotency.Response{}, err
 		}
 	}
@@ -219,30 +224,37 @@ func moveMoney(ctx context.Context, tx pgx.Tx, p Posting, t Transfer) (reason st
 	return "", err
 }
 
-// refundable locks the transfer refund r gives money back from and returns "" if r may take
-// its amount from it, or why not: the transfer is not completed (ReasonNotRefundable), or less
-// than r's amount remains of it (ReasonRefundExceeds). A refund that does not reverse its
-// transfer's accounts and currency is a bug no retry can fix.
-func refundable(ctx context.Context, tx pgx.Tx, r Transfer) (string, error) {
+// refundable locks the transfer refund r gives money back from and returns r, and "" if r may
+// take its amount from it, or why not: the transfer is not completed (ReasonNotRefundable), or
+// less than r's amount remains of it (ReasonRefundExceeds). A refund of all that remains
+// (remaining) takes, under that lock, what the refunds before it left, and is returned with
+// that amount; nothing left is ReasonRefundExceeds, as for a refund that asked for more than
+// there is. A refund that does not reverse its transfer's accounts and currency is a bug no
+// retry can fix.
+func refundable(ctx context.Context, tx pgx.Tx, r Transfer, remaining bool) (Transfer, string, error) {
 	if r.RefundOf == nil {
-		return "", fmt.Errorf("%w: refund %s names no transfer", ErrInvalidPosting, r.ID)
+		return r, "", fmt.Errorf("%w: refund %s names no transfer", ErrInvalidPosting, r.ID)
 	}
 	// FOR NO KEY UPDATE, as for accounts: refunds of the transfer take turns, while claiming a new
 	// refund (whose foreign key to the transfer takes KEY SHARE) does not wait for them.
 	t, err := scanTransfer(tx.QueryRow(ctx, `SELECT `+transferColumns+` FROM transfers WHERE id = $1 FOR NO KEY UPDATE`, *r.RefundOf))
+	left := t.AmountMinor - t.AmountRefundedMinor
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return "", fmt.Errorf("%w: refund %s of transfer %s, which does not exist", ErrInvalidPosting, r.ID, *r.RefundOf)
+		return r, "", fmt.Errorf("%w: refund %s of transfer %s, which does not exist", ErrInvalidPosting, r.ID, *r.RefundOf)
 	case err != nil:
-		return "", err
+		return r, "", err
 	case t.Kind != KindTransfer || t.FromAccountID != r.ToAccountID || t.ToAccountID != r.FromAccountID || t.Currency != r.Currency:
-		return "", fmt.Errorf("%w: refund %s does not reverse transfer %s", ErrInvalidPosting, r.ID, t.ID)
+		return r, "", fmt.Errorf("%w: refund %s does not reverse transfer %s", ErrInvalidPosting, r.ID, t.ID)
 	case t.Status != transfer.Completed:
-		return ReasonNotRefundable, nil
-	case t.AmountMinor-t.AmountRefundedMinor < r.AmountMinor:
-		return ReasonRefundExceeds, nil
+		return r, ReasonNotRefundable, nil
+	case left <= 0 || (!remaining && left < r.AmountMinor):
+		return r, ReasonRefundExceeds, nil
+	case remaining && left != r.AmountMinor:
+		r.AmountMinor = left
+		_, err = tx.Exec(ctx, `UPDATE transfers SET amount_minor = $2 WHERE id = $1`, r.ID, left)
 	}
-	return "", nil
+	return r, "", err
 }
 
 // consumeHold marks the open hold of payout, on account for amount, posted, and returns the
@@ -369,10 +381,11 @@ func fkInvalid(err error) error {
 func InsertPending(ctx context.Context, q database.Querier, p Posting) error {
 	_, err := q.Exec(ctx, `
 		INSERT INTO transfers (id, status, from_account_id, to_account_id, amount_minor, currency, description, workflow_id,
-			kind, refund_of, metadata)
-		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''), $10)
+			kind, refund_of, metadata, refund_remaining)
+		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''), $10, $11)
 		ON CONFLICT (id) DO NOTHING`,
-		p.TransferID, p.From, p.To, p.AmountMinor, p.Currency, p.Description, p.WorkflowID, p.kind(), p.RefundOf, p.Metadata.stored())
+		p.TransferID, p.From, p.To, p.AmountMinor, p.Currency, p.Description, p.WorkflowID, p.kind(), p.RefundOf,
+		p.Metadata.stored(), p.RefundRemaining)
 	return err
 }
 

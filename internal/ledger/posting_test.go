@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -133,6 +134,77 @@ func TestRefundsPostWithinTheTransfer(t *testing.T) {
 	if _, err := l.Requested(ctx, wrong.TransferID); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("the refused refund was written: %v", err)
 	}
+}
+
+// A refund of all that remains, claimed while 100 remained, takes what remains when it posts:
+// the 40 a refund of 60 claimed after it but posted first left. Its run's input holds only the
+// amount of its claim; the claimed row says it takes the rest. Its answer is stored and
+// replayed. Claimed when nothing remains any more, it is rejected as exceeding the transfer,
+// final, and moves nothing.
+func TestARefundOfAllThatRemainsTakesWhatRemainsWhenItPosts(t *testing.T) {
+	ctx := context.Background()
+	a, b := account(t, "USD", 100), account(t, "USD", 0)
+	tr := posting(a, b, 100)
+	if _, _, err := l.Post(ctx, tr, api.TransferAnswer); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(amount int64) ledger.Posting { // claimed as the API claims it; posted as its run posts it
+		t.Helper()
+		r := refund(tr, amount)
+		r.RefundRemaining = true
+		if err := ledger.InsertPending(ctx, l.DB, r); err != nil {
+			t.Fatal(err)
+		}
+		r.RefundRemaining = false
+		return r
+	}
+	rest := claim(100)
+	if r, _, err := l.Post(ctx, refund(tr, 60), api.TransferAnswer); err != nil || r.Status != transfer.Completed {
+		t.Fatalf("refund of 60: %+v %v", r, err)
+	}
+	r, resp, err := l.Post(ctx, rest, api.TransferAnswer)
+	if err != nil || r.Status != transfer.Completed || r.AmountMinor != 40 || resp.Status != 201 {
+		t.Fatalf("refund of the rest: %+v %d %s %v; want 40 completed", r, resp.Status, resp.Body, err)
+	}
+	var answered struct {
+		AmountMinor int64 `json:"amount_minor"`
+	}
+	if err := json.Unmarshal(resp.Body, &answered); err != nil || answered.AmountMinor != 40 {
+		t.Fatalf("the answer %s says %d, want 40 (%v)", resp.Body, answered.AmountMinor, err)
+	}
+	if _, again, err := l.Post(ctx, rest, api.TransferAnswer); err != nil || string(again.Body) != string(resp.Body) {
+		t.Fatalf("posted again: %s %v, want the stored %s", again.Body, err, resp.Body)
+	}
+	if n := countEntries(t, rest.TransferID, b, -40) + countEntries(t, rest.TransferID, a, 40); n != 2 {
+		t.Fatalf("the rest has %d of its two entries of 40", n)
+	}
+
+	none := claim(100)
+	r, resp, err = l.Post(ctx, none, api.TransferAnswer)
+	if err != nil || r.Status != transfer.Rejected || r.FailureReason == nil || *r.FailureReason != ledger.ReasonRefundExceeds || resp.Status != 422 {
+		t.Fatalf("a refund of the rest when nothing remains: %+v %d %v", r, resp.Status, err)
+	}
+	if stored, err := ledger.StoredAnswer(ctx, l.DB, none.Scope, r, api.TransferAnswer); err != nil || string(stored.Body) != string(resp.Body) {
+		t.Fatalf("the refusal is not stored: %s %v", stored.Body, err)
+	}
+	moved, err := l.Transfer(ctx, "", tr.TransferID)
+	if err != nil || moved.AmountRefundedMinor != 100 || entries(t, none.TransferID) != 0 {
+		t.Fatalf("refunded %d (%v), %d entries of the refused one; want 100 and 0", moved.AmountRefundedMinor, err, entries(t, none.TransferID))
+	}
+	if balance(t, a) != 100 || balance(t, b) != 0 {
+		t.Fatalf("balances %d/%d, want 100/0", balance(t, a), balance(t, b))
+	}
+}
+
+// countEntries counts the entries of transferID on account of amount.
+func countEntries(t *testing.T, transferID, account string, amount int64) int {
+	t.Helper()
+	var n int
+	if err := l.DB.QueryRow(context.Background(), `SELECT count(*) FROM entries WHERE transfer_id = $1 AND account_id = $2
+		AND amount_minor = $3`, transferID, account, amount).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // posting is a USD transfer made under a scope of its own, as the API would make it for the
