@@ -45,6 +45,11 @@ const idempotencyTTL = 24 * time.Hour
 // clients' answers, the payouts' banks and return windows, the runs.
 const drainBound = 3 * time.Minute
 
+// deliveryBound is how long, after the drain, the webhook deliveries may take to catch up: past
+// a delivery activity's heartbeat timeout (2 minutes: a worker killed mid-batch holds its
+// endpoint's deliveries that long) and a few backoffs.
+const deliveryBound = 3 * time.Minute
+
 // Report is what a run did and found.
 type Report struct {
 	Seed        uint64
@@ -54,8 +59,18 @@ type Report struct {
 	Lost        int            // requests that got no answer (killed, paused or cut off mid-way)
 	LostCommits int            // operations that committed while one of their attempts was under way and lost its answer
 	Restarts    int            // processes started again after they exited by themselves (a start during a fault)
+	Webhooks    Webhooks
 	Violations  []string
 	Took        time.Duration
+}
+
+// Webhooks is what the owners' receiver got.
+type Webhooks struct {
+	Endpoints  int
+	Deliveries int            // received, signature verified, repeats included
+	Repeats    int            // deliveries of an event the endpoint had received before
+	Fates      map[string]int // how the receiver took them: "2xx", "500", "slow", "dropped"
+	Waited     time.Duration  // after the drain, until every event had reached its endpoints
 }
 
 // Run runs one seeded chaos run and reports it. The error is the run failing to start or
@@ -84,8 +99,13 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		return r, fmt.Errorf("starting the system (logs in %s): %w", dir, err)
 	}
 	defer sys.stop()
+	recv, err := startReceiver(o.Seed, true)
+	if err != nil {
+		return r, err
+	}
+	defer recv.close()
 
-	w := &workload{seed: o.Seed, apis: sys.apis(), client: &http.Client{Timeout: 3 * time.Second}}
+	w := &workload{seed: o.Seed, apis: sys.apis(), client: &http.Client{Timeout: 3 * time.Second}, recv: recv}
 	if err := w.setUp(ctx, &ledger.Ledger{DB: sys.db}); err != nil {
 		return r, err
 	}
@@ -107,7 +127,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 
 	step(o.Out, "Checking every answer against the ledger, the bank and Temporal")
-	c := &checker{db: sys.db}
+	c := newChecker(sys)
 	byN := map[int]*op{}
 	for _, op := range w.ops {
 		byN[op.N] = op
@@ -115,8 +135,14 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	for _, op := range w.ops {
 		c.op(ctx, op, byN)
 	}
-	c.ledger(ctx, sys)
-	c.feed(ctx, w, sys.apis()[0])
+	for _, e := range w.hooks {
+		c.op(ctx, e.Op, byN)
+		c.endpoint(ctx, w, e)
+	}
+	c.ledger(ctx)
+	feeds := c.feed(ctx, w, sys.apis()[0])
+	step(o.Out, "Waiting for every event to reach its webhook endpoints (at most %s)", deliveryBound)
+	r.Webhooks = w.webhookReport(c.webhooks(ctx, w, feeds, deliveryBound))
 	r.LostCommits = c.lostCommits(ctx, w)
 
 	log := in.faults()
@@ -249,11 +275,31 @@ func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "  faults      %d: %s\n", faults, counts(r.Faults))
 	fmt.Fprintf(w, "  requests    %d (%d retries), %d without an answer; %d operations committed while an attempt that lost its answer was under way\n",
 		r.Attempts, r.Attempts-total, r.Lost, r.LostCommits)
+	h := r.Webhooks
+	fmt.Fprintf(w, "  webhooks    %d deliveries to %d endpoints (%d repeats), taken %s; all in %s after the drain\n",
+		h.Deliveries, h.Endpoints, h.Repeats, counts(h.Fates), h.Waited.Round(time.Second))
 	fmt.Fprintf(w, "  restarts    %d processes started again after exiting on their own (a start during a fault)\n", r.Restarts)
 	fmt.Fprintf(w, "  violations  %d\n", len(r.Violations))
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "  %s\n", v)
 	}
+}
+
+// webhookReport counts what the receiver got.
+func (w *workload) webhookReport(waited time.Duration) Webhooks {
+	h := Webhooks{Endpoints: len(w.hooks), Waited: waited}
+	for _, e := range w.hooks {
+		seen := map[string]bool{}
+		for _, r := range w.recv.received(e.Path) {
+			h.Deliveries++
+			if seen[r.ID] {
+				h.Repeats++
+			}
+			seen[r.ID] = true
+		}
+	}
+	h.Fates = w.recv.taken()
+	return h
 }
 
 func counts(m map[string]int) string {

@@ -7,12 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/ledger"
 )
 
@@ -24,13 +25,16 @@ type violation struct {
 
 // checker holds every operation's final answers to the ledger, the bank and Temporal.
 type checker struct {
-	db    ledgerReader
-	found []violation
+	db        database.Querier
+	statement func(context.Context) ([]bank.Payment, error) // the bank's
+	running   func(context.Context) (int64, error)          // the operations' runs still open in Temporal
+	found     []violation
 }
 
-type ledgerReader interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+// newChecker is the checker of the run on s.
+func newChecker(s *system) *checker {
+	return &checker{db: s.db, statement: (&bank.HTTP{BaseURL: s.bankURL}).Statement,
+		running: func(ctx context.Context) (int64, error) { return runningWorkflows(ctx, s) }}
 }
 
 func (c *checker) add(o *op, format string, args ...any) {
@@ -40,17 +44,22 @@ func (c *checker) add(o *op, format string, args ...any) {
 // posting is what the ledger holds of a transfer or refund.
 type posting struct {
 	Status, Kind, RefundOf string
+	From, To, Currency     string
 	Amount, Refunded       int64
 	Entries                int
 }
 
 func (c *checker) posting(ctx context.Context, id string) (posting, bool) {
 	var p posting
-	err := c.db.QueryRow(ctx, `SELECT status, kind, COALESCE(refund_of, ''), amount_minor, amount_refunded_minor,
-		(SELECT count(*) FROM entries e WHERE e.transfer_id = t.id) FROM transfers t WHERE id = $1`, id).
-		Scan(&p.Status, &p.Kind, &p.RefundOf, &p.Amount, &p.Refunded, &p.Entries)
+	err := c.db.QueryRow(ctx, `SELECT status, kind, COALESCE(refund_of, ''), from_account_id, to_account_id, currency,
+		amount_minor, amount_refunded_minor, (SELECT count(*) FROM entries e WHERE e.transfer_id = t.id)
+		FROM transfers t WHERE id = $1`, id).
+		Scan(&p.Status, &p.Kind, &p.RefundOf, &p.From, &p.To, &p.Currency, &p.Amount, &p.Refunded, &p.Entries)
 	return p, err == nil
 }
+
+// currency is the workload's: every account is in USD.
+const currency = "USD"
 
 // op checks one operation: every sender got a final answer, all of them the same, and the same
 // as the operation it repeats; what the answer says is what the ledger holds.
@@ -109,6 +118,10 @@ func (c *checker) answer(ctx context.Context, o *op, first answer) {
 		c.refund(ctx, o, first)
 	case kindPayout:
 		c.payout(ctx, o, first)
+	case kindEndpoint:
+		if first.Status != http.StatusCreated || first.field("id") == "" || first.field("secret") == "" {
+			c.add(o, "unexpected answer %s", first)
+		}
 	}
 }
 
@@ -155,15 +168,18 @@ func (c *checker) payout(ctx context.Context, o *op, a answer) {
 		c.add(o, "unexpected answer %s", a)
 		return
 	}
-	var status string
+	var status, account, cur string
 	var amount int64
-	if err := c.db.QueryRow(ctx, `SELECT status, amount_minor FROM payouts WHERE id = $1`, id).Scan(&status, &amount); err != nil {
+	if err := c.db.QueryRow(ctx, `SELECT status, amount_minor, account_id, currency FROM payouts WHERE id = $1`, id).
+		Scan(&status, &amount, &account, &cur); err != nil {
 		c.add(o, "payout %s answered %d is not in the ledger (%v)", id, a.Status, err)
 		return
 	}
 	switch {
 	case amount != o.Amount:
 		c.add(o, "payout %s holds %d, the request asked %d", id, amount, o.Amount)
+	case account != o.From || cur != currency:
+		c.add(o, "payout %s is from %s in %s, the request asked %s in %s", id, account, cur, o.From, currency)
 	case a.Status == http.StatusUnprocessableEntity && status != "failed":
 		c.add(o, "payout %s refused for funds is %s", id, status)
 	case status == "processing":
@@ -172,7 +188,8 @@ func (c *checker) payout(ctx context.Context, o *op, a answer) {
 }
 
 // posted checks that the transfer or refund id is in the ledger with status and n entries, of
-// the amount asked (a refund of "all that remains" may be any).
+// the amount asked (a refund of "all that remains" may be any), between the accounts the
+// workload planned, in its currency.
 func (c *checker) posted(ctx context.Context, o *op, id, status string, n int) {
 	p, ok := c.posting(ctx, id)
 	switch {
@@ -182,6 +199,9 @@ func (c *checker) posted(ctx context.Context, o *op, id, status string, n int) {
 		c.add(o, "%s %s answered %s is %s with %d entries", o.Kind, id, status, p.Status, p.Entries)
 	case o.Amount != 0 && p.Amount != o.Amount:
 		c.add(o, "%s %s moved %d, the request asked %d", o.Kind, id, p.Amount, o.Amount)
+	case p.From != o.From || p.To != o.To || p.Currency != currency:
+		c.add(o, "%s %s moves %s from %s to %s, the workload asked %s from %s to %s", o.Kind, id, p.Currency, p.From, p.To,
+			currency, o.From, o.To)
 	case o.Kind == kindRefund && p.RefundOf != o.Target:
 		c.add(o, "refund %s refunds %s, not %s", id, p.RefundOf, o.Target)
 	}
@@ -190,12 +210,12 @@ func (c *checker) posted(ctx context.Context, o *op, id, status string, n int) {
 // ledger checks what must hold of the whole: every invariant of `payments reconcile`, with the
 // bank's own statement (one payment per paid payout, the same outcome on both sides); nothing
 // left pending, held or running past the drain.
-func (c *checker) ledger(ctx context.Context, s *system) {
-	statement, err := (&bank.HTTP{BaseURL: s.bankURL}).Statement(ctx)
+func (c *checker) ledger(ctx context.Context) {
+	statement, err := c.statement(ctx)
 	if err != nil {
 		c.add(nil, "the bank's statement: %v", err)
 	}
-	report, err := ledger.Reconcile(ctx, s.db, idempotencyTTL, statement)
+	report, err := ledger.Reconcile(ctx, c.db, idempotencyTTL, statement)
 	if err != nil {
 		c.add(nil, "reconcile: %v", err)
 		return
@@ -220,7 +240,7 @@ func (c *checker) ledger(ctx context.Context, s *system) {
 			c.add(nil, "%d %s after the drain", n, what)
 		}
 	}
-	running, err := runningWorkflows(ctx, s)
+	running, err := c.running(ctx)
 	if err != nil {
 		c.add(nil, "listing running workflows: %v", err)
 	} else if running > 0 {
@@ -236,45 +256,32 @@ func runningWorkflows(ctx context.Context, s *system) (int64, error) {
 	return resp.GetCount(), err
 }
 
+// feedEvent is an event as the feed shows it.
+type feedEvent struct {
+	ID   string `json:"id"`
+	Type string `json:"type"`
+}
+
 // feed reads each owner's events through the API, as a consumer resuming from its cursor
 // would, and holds them to the ledger: each event once, every event of the owner's there, in
-// commit order. (Reconcile's invariant 9 holds the events to the committed changes.)
-func (c *checker) feed(ctx context.Context, w *workload, api string) {
+// commit order. (Reconcile's invariant 9 holds the events to the committed changes.) It
+// returns each owner's feed as read (nil for one it could not read).
+func (c *checker) feed(ctx context.Context, w *workload, api string) [][]feedEvent {
+	feeds := make([][]feedEvent, len(w.owners))
 	for i, o := range w.owners {
-		var ids []string
+		events, err := readFeed(ctx, w.client, api, o.Key)
+		if err != nil {
+			c.add(nil, "owner %d's feed: %v", i, err)
+			continue
+		}
 		seen := map[string]bool{}
-		after := ""
-		for {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, api+"/v1/events?limit=200&after="+after, nil)
-			req.Header.Set("Authorization", "Bearer "+o.Key)
-			resp, err := w.client.Do(req)
-			if err != nil {
-				c.add(nil, "owner %d's feed: %v", i, err)
-				return
+		ids := make([]string, 0, len(events))
+		for _, e := range events {
+			if seen[e.ID] {
+				c.add(nil, "owner %d's feed shows event %s twice", i, e.ID)
 			}
-			var page struct {
-				Data []struct {
-					ID string `json:"id"`
-				} `json:"data"`
-				NextCursor *string `json:"next_cursor"`
-			}
-			err = json.NewDecoder(resp.Body).Decode(&page)
-			resp.Body.Close()
-			if err != nil || resp.StatusCode != http.StatusOK {
-				c.add(nil, "owner %d's feed: %d %v", i, resp.StatusCode, err)
-				return
-			}
-			for _, e := range page.Data {
-				if seen[e.ID] {
-					c.add(nil, "owner %d's feed shows event %s twice", i, e.ID)
-				}
-				seen[e.ID] = true
-				ids = append(ids, e.ID)
-			}
-			if page.NextCursor == nil || len(page.Data) == 0 {
-				break
-			}
-			after = *page.NextCursor
+			seen[e.ID] = true
+			ids = append(ids, e.ID)
 		}
 		var want int
 		var inOrder bool
@@ -284,6 +291,165 @@ func (c *checker) feed(ctx context.Context, w *workload, api string) {
 		} else if want != len(ids) || !inOrder {
 			c.add(nil, "owner %d's feed shows %d events, the ledger has %d for it (in the same order: %v)", i, len(ids), want, inOrder)
 		}
+		feeds[i] = events
+	}
+	return feeds
+}
+
+// readFeed pages through the feed of the owner of key, from its start, until a page is empty
+// or has no next cursor.
+func readFeed(ctx context.Context, client *http.Client, api, key string) ([]feedEvent, error) {
+	var events []feedEvent
+	after := ""
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, api+"/v1/events?limit=200&after="+after, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := client.Do(req)
+		if err != nil {
+			return events, err
+		}
+		var page struct {
+			Data       []feedEvent `json:"data"`
+			NextCursor *string     `json:"next_cursor"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return events, fmt.Errorf("answered %d (%v)", resp.StatusCode, err)
+		}
+		events = append(events, page.Data...)
+		if page.NextCursor == nil || len(page.Data) == 0 {
+			return events, nil
+		}
+		after = *page.NextCursor
+	}
+}
+
+// endpoint checks that endpoint e, as its creation was answered, is in the ledger: its owner's,
+// at the URL and for the event types asked.
+func (c *checker) endpoint(ctx context.Context, w *workload, e *endpoint) {
+	if len(e.Op.Answers) == 0 {
+		return // reported with the operation
+	}
+	var ownerID, url string
+	var types []string
+	err := c.db.QueryRow(ctx, `SELECT owner_id, url, event_types FROM webhook_endpoints WHERE id = $1 AND deleted_at IS NULL`, e.ID).
+		Scan(&ownerID, &url, &types)
+	want := e.Types
+	if want == nil {
+		want = []string{"*"}
+	}
+	switch {
+	case err != nil:
+		c.add(e.Op, "endpoint %s answered %d is not in the ledger (%v)", e.ID, e.Op.Answers[0].Status, err)
+	case ownerID != w.owners[e.Owner].ID || url != w.recv.url+e.Path || !slices.Equal(types, want):
+		c.add(e.Op, "endpoint %s is owner %s's, at %s, for %v; the request asked owner %s's, at %s, for %v", e.ID, ownerID, url,
+			types, w.owners[e.Owner].ID, w.recv.url+e.Path, want)
+	}
+}
+
+// webhooks waits, at most within, until every endpoint has received every event of its
+// owner's feed it subscribes to (after the drain, deliveries may still be under way or waiting
+// for their backoff), then holds what the receiver got to the feeds (docs/contract.md §7, ADR
+// 0009): each such event reached the endpoint at least once; first deliveries came in the
+// feed's order (an endpoint gets its events in commit order, one at a time, the next only
+// once the one before is delivered; a repeat of an earlier event may come at any time, at least
+// once); nothing arrived that is not in the owner's feed, or of a type it does not subscribe
+// to; nothing arrived unsigned or badly signed. It returns how long the wait took.
+func (c *checker) webhooks(ctx context.Context, w *workload, feeds [][]feedEvent, within time.Duration) time.Duration {
+	start := time.Now()
+	deadline := start.Add(within)
+	for !w.delivered(feeds) && time.Now().Before(deadline) && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	waited := time.Since(start)
+	for _, e := range w.hooks {
+		if feeds[e.Owner] != nil {
+			c.deliveries(ctx, e, feeds[e.Owner], w.recv.received(e.Path), waited)
+		}
+	}
+	for _, bad := range w.recv.refused() {
+		c.add(nil, "%s", bad)
+	}
+	return waited
+}
+
+// delivered is true once every endpoint has received every event due to it.
+func (w *workload) delivered(feeds [][]feedEvent) bool {
+	for _, e := range w.hooks {
+		got := map[string]bool{}
+		for _, r := range w.recv.received(e.Path) {
+			got[r.ID] = true
+		}
+		for _, ev := range due(e, feeds[e.Owner]) {
+			if !got[ev.ID] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// due is what endpoint e must receive of its owner's feed: the events of the types it
+// subscribes to (it was created before its owner's first event).
+func due(e *endpoint, feed []feedEvent) []feedEvent {
+	var out []feedEvent
+	for _, ev := range feed {
+		if e.Types == nil || slices.Contains(e.Types, ev.Type) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// deliveries holds what endpoint e received to its owner's feed.
+func (c *checker) deliveries(ctx context.Context, e *endpoint, feed []feedEvent, got []receipt, waited time.Duration) {
+	types := map[string]string{}
+	for _, ev := range feed {
+		types[ev.ID] = ev.Type
+	}
+	position := map[string]int{}
+	for i, ev := range due(e, feed) {
+		position[ev.ID] = i
+	}
+	first := map[string]bool{}
+	last := -1 // the feed position of the latest first delivery
+	lastID := ""
+	for _, r := range got {
+		if first[r.ID] {
+			continue // a repeat: at least once
+		}
+		first[r.ID] = true
+		typ, inFeed := types[r.ID]
+		p, isDue := position[r.ID]
+		switch {
+		case !inFeed:
+			c.add(nil, "endpoint %s (%s, owner %d) received event %s (%s), which is not in its owner's feed", e.ID, e.Path, e.Owner, r.ID, r.Type)
+		case !isDue:
+			c.add(nil, "endpoint %s (%s, owner %d) received event %s of type %s, which it does not subscribe to (%v)", e.ID, e.Path, e.Owner, r.ID, typ, e.Types)
+		case p < last:
+			c.add(nil, "endpoint %s (%s, owner %d) first received event %s (its %d. due) after %s (its %d. due): not in the feed's order",
+				e.ID, e.Path, e.Owner, r.ID, p+1, lastID, last+1)
+		default:
+			last, lastID = p, r.ID
+		}
+	}
+	var missing []feedEvent
+	for _, ev := range due(e, feed) {
+		if !first[ev.ID] {
+			missing = append(missing, ev)
+		}
+	}
+	if len(missing) > 0 {
+		var status string
+		var attempts int
+		_ = c.db.QueryRow(ctx, `SELECT d.status || COALESCE(' (' || d.last_error || ')', ''), d.attempts FROM webhook_deliveries d
+			JOIN events ev ON ev.seq = d.event_seq WHERE d.endpoint_id = $1 AND ev.id = $2`, e.ID, missing[0].ID).Scan(&status, &attempts)
+		c.add(nil, "%d of the %d events due to endpoint %s (%s, owner %d) never reached it within %s of the drain; the first, %s (%s), is %q in its outbox after %d attempts",
+			len(missing), len(position), e.ID, e.Path, e.Owner, waited.Round(time.Second), missing[0].ID, missing[0].Type, status, attempts)
 	}
 }
 

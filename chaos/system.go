@@ -104,6 +104,9 @@ func startSystem(ctx context.Context, dir, bin, root string, out io.Writer) (_ *
 		// window closes after 3s.
 		"PAYMENTS_SYNC_WAIT=2s", "PAYMENTS_BANK_POLL_AFTER=2s", "PAYMENTS_PAYOUT_RETURN_WINDOW=3s",
 		"PAYMENTS_BANK_RETRY_FOR=10m", "PAYMENTS_TRANSFER_RETRY_FOR=2m",
+		// The owners' webhook receiver is the run's own, on loopback, over http; a slow answer
+		// holds an endpoint back for a second.
+		"PAYMENTS_WEBHOOK_ALLOW_INSECURE=true", "PAYMENTS_WEBHOOK_TIMEOUT=" + webhookTimeout.String(),
 	}
 	step(out, "Starting the bank simulator (faults on), two workers and two APIs")
 	s.add(&process{name: "bank", args: []string{"banksim", "--addr", bankAddr, "--callback-url", "http://" + apiAddrs[0] + "/v1/bank/events",

@@ -25,6 +25,7 @@ const (
 	kindTransfer = "transfer"
 	kindRefund   = "refund"
 	kindPayout   = "payout"
+	kindEndpoint = "endpoint" // a webhook endpoint, created as the run is set up
 
 	plain      = ""           // sent once, retried until a final answer
 	concurrent = "concurrent" // the same request from three clients at once
@@ -42,7 +43,8 @@ type op struct {
 	Key     string
 	Body    string
 	Amount  int64  // what the body asks (for a refund left to "all that remains", 0)
-	To      string // a transfer's destination account, whose owner may refund it
+	From    string // the account the money leaves: a transfer's or payout's source, a refund's payee
+	To      string // the account it goes to: a transfer's destination (whose owner may refund it), a refund's payer
 
 	done chan struct{} // closed once every sender has its final answer (or gave up)
 
@@ -96,6 +98,8 @@ type workload struct {
 	apis   []string
 	owners []owner
 	client *http.Client
+	recv   *receiver   // the owners' webhook receiver (nil: no endpoints)
+	hooks  []*endpoint // the owners' webhook endpoints at recv
 
 	ops []*op // planned from the seed
 }
@@ -106,21 +110,31 @@ const (
 	initialBalance   = 500_000
 )
 
-// setUp opens the owners' accounts and funds them, straight in the ledger (the deposits are
-// set-up, not under test: they run no workflow).
+// setUp creates the owners, then their webhook endpoints (when the run has a receiver), then
+// opens the owners' accounts and funds them, straight in the ledger (the deposits are set-up,
+// not under test: they run no workflow). The endpoints come before any money moves, so that
+// each receives every event of its owner's feed (an endpoint receives what commits after it).
 func (w *workload) setUp(ctx context.Context, l *ledger.Ledger) error {
 	for i := range owners {
 		key, ownerID, err := auth.CreateKey(ctx, l.DB, fmt.Sprintf("chaos-%d", i))
 		if err != nil {
 			return err
 		}
-		o := owner{ID: ownerID, Key: key}
+		w.owners = append(w.owners, owner{ID: ownerID, Key: key})
+	}
+	if w.recv != nil {
+		if err := w.createEndpoints(ctx); err != nil {
+			return err
+		}
+	}
+	for i := range w.owners {
+		o := &w.owners[i]
 		for range accountsPerOwner {
-			acc, err := ledger.CreateAccount(ctx, l.DB, ledger.NewID("acc_"), ownerID, "USD", "chaos", nil)
+			acc, err := ledger.CreateAccount(ctx, l.DB, ledger.NewID("acc_"), o.ID, "USD", "chaos", nil)
 			if err != nil {
 				return err
 			}
-			scope := idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteDeposit, Key: "chaos-funding-" + acc.ID}
+			scope := idempotency.Scope{OwnerID: o.ID, Route: idempotency.RouteDeposit, Key: "chaos-funding-" + acc.ID}
 			if _, _, err := l.Post(ctx, ledger.Posting{TransferID: scope.TransferID(0), WorkflowID: scope.WorkflowID(),
 				From: money.FundingAccountID("USD"), To: acc.ID, AmountMinor: initialBalance, Currency: "USD", Scope: scope},
 				api.TransferAnswer); err != nil {
@@ -128,7 +142,50 @@ func (w *workload) setUp(ctx context.Context, l *ledger.Ledger) error {
 			}
 			o.Accounts = append(o.Accounts, acc.ID)
 		}
-		w.owners = append(w.owners, o)
+	}
+	return nil
+}
+
+// endpoint is a webhook endpoint of an owner's, at the run's receiver.
+type endpoint struct {
+	Owner int
+	Path  string   // at the receiver
+	Types []string // the event types it subscribes to; nil for all ("*")
+	Op    *op      // its creation through the API
+	ID    string   // from the answer
+}
+
+// endpointTypes are what each owner's endpoints subscribe to: everything, and the events that
+// move money in or out (so that the run also holds the deliveries to the subscription).
+var endpointTypes = [][]string{nil,
+	{ledger.EventTransferCompleted, ledger.EventRefundCompleted, ledger.EventPayoutPaid, ledger.EventPayoutReturned}}
+
+// createEndpoints creates each owner's endpoints through the API, as a client does: under an
+// Idempotency-Key, sent again until a final answer; the second from three senders at once.
+func (w *workload) createEndpoints(ctx context.Context) error {
+	for i := range w.owners {
+		for n, types := range endpointTypes {
+			e := &endpoint{Owner: i, Path: fmt.Sprintf("/hooks/%d/%d", i, n), Types: types}
+			subscribed := types
+			if subscribed == nil {
+				subscribed = []string{"*"}
+			}
+			body, _ := json.Marshal(map[string]any{"url": w.recv.url + e.Path, "event_types": subscribed})
+			e.Op = &op{N: len(w.hooks), Kind: kindEndpoint, Ref: -1, Owner: i, Body: string(body),
+				Key: fmt.Sprintf("chaos-%d-endpoint-%d-%d", w.seed, i, n), done: make(chan struct{})}
+			if n == 1 {
+				e.Op.Variant = concurrent
+			}
+			w.recv.expect(e.Path)
+			w.run(ctx, e.Op)
+			if len(e.Op.Answers) == 0 || e.Op.Answers[0].Status != http.StatusCreated {
+				return fmt.Errorf("creating webhook endpoint %s of owner %d: %v", e.Path, i, e.Op.Answers)
+			}
+			a := e.Op.Answers[0]
+			e.ID = a.field("id")
+			w.recv.register(e.Path, a.field("secret"))
+			w.hooks = append(w.hooks, e)
+		}
 	}
 	return nil
 }
@@ -150,7 +207,8 @@ func (w *workload) draw(rng *rand.Rand, n int) *op {
 		if earlier := w.earlier(rng, n, kindTransfer, kindPayout); earlier != nil {
 			// The same request again after its answer: a 201 or a 422 replayed.
 			o.Variant, o.Ref = again, earlier.N
-			o.Kind, o.Owner, o.Key, o.Body, o.Amount, o.To = earlier.Kind, earlier.Owner, earlier.Key, earlier.Body, earlier.Amount, earlier.To
+			o.Kind, o.Owner, o.Key, o.Body, o.Amount = earlier.Kind, earlier.Owner, earlier.Key, earlier.Body, earlier.Amount
+			o.From, o.To = earlier.From, earlier.To
 			return o
 		}
 	case p < 15:
@@ -168,7 +226,8 @@ func (w *workload) draw(rng *rand.Rand, n int) *op {
 	switch p := rng.IntN(100); {
 	case p < 20:
 		if t := w.earlier(rng, n, kindTransfer); t != nil {
-			o.Kind, o.Ref, o.Owner = kindRefund, t.N, w.ownerOf(t.To)
+			// A refund gives the transfer's money back: from its payee to its payer.
+			o.Kind, o.Ref, o.Owner, o.From, o.To = kindRefund, t.N, w.ownerOf(t.To), t.To, t.From
 			if rng.IntN(2) == 0 {
 				o.Amount = 1 + rng.Int64N(t.Amount)
 			}
@@ -217,7 +276,7 @@ func (w *workload) body(rng *rand.Rand, o *op) string {
 	own := w.owners[o.Owner].Accounts
 	from := own[rng.IntN(len(own))]
 	switch o.Kind {
-	case kindRefund:
+	case kindRefund: // its accounts are its transfer's (draw)
 		if o.Amount == 0 {
 			return `{"description":"chaos"}`
 		}
@@ -231,6 +290,7 @@ func (w *workload) body(rng *rand.Rand, o *op) string {
 		case 1:
 			number = number[:8] + "0003"
 		}
+		o.From = from
 		return fmt.Sprintf(`{"account_id":%q,"amount_minor":%d,"currency":"USD","destination":{"account_number":%q,"bank_code":"BANKUS33"},"metadata":{"op":"%d"}}`,
 			from, o.Amount, number, o.N)
 	default:
@@ -239,7 +299,7 @@ func (w *workload) body(rng *rand.Rand, o *op) string {
 			other := w.owners[rng.IntN(owners)].Accounts
 			to = other[rng.IntN(len(other))]
 		}
-		o.To = to
+		o.From, o.To = from, to
 		return fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":%d,"currency":"USD"}`, from, to, o.Amount)
 	}
 }
@@ -290,8 +350,11 @@ func (w *workload) run(ctx context.Context, o *op) {
 
 // path is where o is sent, for a transfer or a payout.
 func (o *op) path() string {
-	if o.Kind == kindPayout {
+	switch o.Kind {
+	case kindPayout:
 		return "/v1/payouts"
+	case kindEndpoint:
+		return "/v1/webhook-endpoints"
 	}
 	return "/v1/transfers"
 }
