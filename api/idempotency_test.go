@@ -358,15 +358,30 @@ func TestClientThatHangsUpGetsTheResultOnRetry(t *testing.T) {
 }
 
 func testClientThatHangsUpGetsTheResultOnRetry(t *testing.T, api *testenv.Env) {
-	_, key, from, to := fundedPair(t, 1_000)
+	ownerID, key, from, to := fundedPair(t, 1_000)
 	release := env.Hold(t, from)
 	body := testenv.TransferBody(from, to, 400)
 	ctx, hangUp := context.WithCancel(context.Background())
+	defer hangUp()
 	req := api.Request(t, "POST", "/v1/transfers", key, body)
 	req.Header.Set("Idempotency-Key", "hang-up")
-	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { hangUp() }}
-	if resp, err := http.DefaultClient.Do(req.WithContext(httptrace.WithClientTrace(ctx, trace))); !errors.Is(err, context.Canceled) {
-		t.Fatalf("the client should have hung up: %v %v", resp, err)
+	sent := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+		if err == nil {
+			resp.Body.Close()
+		}
+		sent <- err
+	}()
+	// The client hangs up once its request is claimed: the request has reached the API then
+	// (a hang-up timed by the client's own writing can beat the request out of its buffers),
+	// and the posting waits on the held account, so no answer can have come yet.
+	testenv.WaitFor(t, "the request's claim", func() bool {
+		return records(t, ownerID, idempotency.RouteTransfers, "hang-up") == 1
+	})
+	hangUp()
+	if err := <-sent; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the client should have hung up: %v", err)
 	}
 	testenv.WaitFor(t, "the transfer to be posting", func() bool { return env.Waiting(t) > 0 })
 	release()
@@ -538,9 +553,20 @@ func TestIdempotencyMetrics(t *testing.T) {
 	before := metrics(t)
 
 	body := testenv.TransferBody(from, to, 10)
-	env.Do(t, "POST", "/v1/transfers", key, "m-1", body)                               // new
-	env.Do(t, "POST", "/v1/transfers", key, "m-1", body)                               // replay
-	env.Do(t, "POST", "/v1/transfers", key, "m-1", testenv.TransferBody(from, to, 11)) // reused
+	first := env.Do(t, "POST", "/v1/transfers", key, "m-1", body)
+	if first.Status != http.StatusCreated || first.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("new: %d %s", first.Status, first.Body)
+	}
+	replay := env.Do(t, "POST", "/v1/transfers", key, "m-1", body)
+	sameAnswer(t, first, replay)
+	if replay.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatal("the replay does not say it is one")
+	}
+	if reused := env.Do(t, "POST", "/v1/transfers", key, "m-1", testenv.TransferBody(from, to, 11)); reused.Status != http.StatusUnprocessableEntity ||
+		problemType(t, reused) != "idempotency-key-reused" {
+		t.Fatalf("reused: %d %s", reused.Status, reused.Body)
+	}
+	moved(t, from, to, 990, 10, 1)
 	release := env.Hold(t, from)
 	pending := quick.Do(t, "POST", "/v1/transfers", key, "m-2", body)
 	inUse := quick.Do(t, "POST", "/v1/transfers", key, "m-2", body)

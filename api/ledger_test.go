@@ -6,6 +6,7 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -19,9 +20,9 @@ type transfer struct {
 	amount   int64
 }
 
-// sendAll posts every transfer under its own key with clients concurrent clients and returns
-// the answers in the same order.
-func sendAll(t *testing.T, apiKey string, ts []transfer, clients int) []testenv.Response {
+// sendAll posts every transfer under its own key (prefix and its index) with clients concurrent
+// clients and returns the answers in the same order.
+func sendAll(t *testing.T, apiKey, prefix string, ts []transfer, clients int) []testenv.Response {
 	t.Helper()
 	answers := make([]testenv.Response, len(ts))
 	next := make(chan int)
@@ -29,7 +30,7 @@ func sendAll(t *testing.T, apiKey string, ts []transfer, clients int) []testenv.
 	for range clients {
 		wg.Go(func() {
 			for i := range next {
-				answers[i] = env.Do(t, "POST", "/v1/transfers", apiKey, fmt.Sprintf("load-%d", i),
+				answers[i] = env.Do(t, "POST", "/v1/transfers", apiKey, prefix+fmt.Sprint(i),
 					testenv.TransferBody(ts[i].from, ts[i].to, ts[i].amount))
 			}
 		})
@@ -57,7 +58,7 @@ func TestOppositeTransfersBetweenTwoAccounts(t *testing.T) {
 	for range 500 {
 		ts = append(ts, transfer{a, b, 1}, transfer{b, a, 1})
 	}
-	answers := sendAll(t, key, ts, 64)
+	answers := sendAll(t, key, "load-", ts, 64)
 	if n := countStatus(answers); n[http.StatusCreated] != 1_000 {
 		t.Fatalf("answers by status %v, want 1000 × 201", n)
 	}
@@ -82,7 +83,7 @@ func TestHotAccountDrainsToExactlyZero(t *testing.T) {
 	for i := range 300 {
 		ts = append(ts, transfer{hot, sinks[i%len(sinks)], 1})
 	}
-	answers := sendAll(t, key, ts, 32)
+	answers := sendAll(t, key, "load-", ts, 32)
 	n := countStatus(answers)
 	if n[http.StatusCreated] != 100 || n[http.StatusUnprocessableEntity] != 200 {
 		t.Fatalf("answers by status %v, want 100 × 201 and 200 × 422", n)
@@ -105,44 +106,134 @@ func TestHotAccountDrainsToExactlyZero(t *testing.T) {
 	env.Reconcile(t) // includes: no entry ever left the hot account below zero
 }
 
+// TestRandomTransfersAmongFiftyAccounts sends random transfers among fifty accounts in batches,
+// each batch concurrently, and holds every answer, every transfer in the ledger and every
+// balance to the test's own model (batchPlan): a system that refuses what the model says must
+// complete, or completes what it says must be refused, fails.
 func TestRandomTransfersAmongFiftyAccounts(t *testing.T) {
-	_, key := env.Owner(t)
-	const accounts, start = 50, 1_000
+	ownerID, key := env.Owner(t)
+	const accounts, start, batches, perBatch = 50, 1_000, 10, 128
 	ids := env.FundedAccounts(t, key, accounts, start)
-	want := map[string]int64{}
+	model := map[string]int64{}
 	for _, id := range ids {
-		want[id] = start
+		model[id] = start
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	var ts []transfer
-	for range 1_280 {
-		from, to := testenv.Pair(rng, accounts)
-		ts = append(ts, transfer{ids[from], ids[to], 1 + rng.Int64N(300)})
-	}
-	answers := sendAll(t, key, ts, 32)
-	for i, a := range answers {
-		switch {
-		case a.Status == http.StatusCreated:
-			want[ts[i].from] -= ts[i].amount
-			want[ts[i].to] += ts[i].amount
-		case a.Status == http.StatusUnprocessableEntity && problemType(t, a) == "insufficient-funds":
-		default:
-			t.Fatalf("transfer %d: %d %s", i, a.Status, a.Body)
+	var sent []testenv.Sent
+	var finals []testenv.Response
+	completed, rejected := 0, 0
+	for b := range batches {
+		plan := newBatchPlan(model)
+		for attempts := 0; len(plan.ts) < perBatch && attempts < 100*perBatch; attempts++ {
+			from, to := testenv.Pair(rng, accounts)
+			plan.add(ids[from], ids[to], plan.amount(rng, ids[from]))
 		}
+		prefix := fmt.Sprintf("model-%d-", b)
+		ts := make([]transfer, len(plan.ts))
+		for i, p := range plan.ts {
+			ts[i] = p.transfer
+			sent = append(sent, testenv.Sent{WorkflowID: "transfer/" + ownerID + "/" + prefix + fmt.Sprint(i),
+				From: p.from, To: p.to, Amount: p.amount, Rejected: p.rejected})
+			if p.rejected {
+				rejected++
+			} else {
+				completed++
+			}
+		}
+		finals = append(finals, sendAll(t, key, prefix, ts, 32)...)
+		model = plan.end()
+	}
+	// The plan must test both sides: enough transfers that must complete and enough that must be
+	// refused (amount makes some of each at the edge, by a single unit).
+	if completed < 1_000 || rejected < 200 {
+		t.Fatalf("the plan has %d transfers that must complete and %d that must be refused: too few to test", completed, rejected)
+	}
+	if _, done := env.HeldToAnswers(t, sent, finals); done != completed {
+		t.Errorf("%d transfers completed, the model says %d", done, completed)
 	}
 	var total int64
 	for _, id := range ids {
 		got := env.Balance(t, id)
-		if got != want[id] {
-			t.Errorf("account %s: balance %d, the answers add up to %d", id, got, want[id])
+		if got != model[id] {
+			t.Errorf("account %s: balance %d, the model says %d", id, got, model[id])
 		}
 		total += got
 	}
 	if total != accounts*start {
-		t.Fatalf("balances sum to %d, want %d", total, accounts*start)
+		t.Errorf("balances sum to %d, want %d", total, accounts*start)
 	}
-	t.Logf("answers by status: %v", countStatus(answers))
+	if n := env.Count(t, `SELECT count(*) FROM entries WHERE account_id = ANY($1)`, ids); n != accounts+2*completed {
+		t.Errorf("%d entries on the accounts, want %d (their funding and two per completed transfer)", n, accounts+2*completed)
+	}
+	t.Logf("%d transfers in %d batches: %d must complete, %d must be refused", len(sent), batches, completed, rejected)
 	env.Reconcile(t)
+}
+
+// planned is a transfer and the outcome its batch's design guarantees.
+type planned struct {
+	transfer
+	rejected bool
+}
+
+// batchPlan is a batch of transfers sent concurrently whose outcomes no interleaving can change.
+// A transfer must complete if it and the completing transfers from its source before it in the
+// batch fit in the source's balance at the batch's start: nothing else in the batch takes money
+// from it. It must be refused (insufficient funds) if it exceeds that balance plus all that the
+// batch's completing transfers bring the source. A transfer in between could go either way, and
+// is not sent; nor is a completing one that would bring an account enough to make one of its
+// refusals possible.
+type batchPlan struct {
+	start           map[string]int64 // the model's balances when the batch is sent
+	out, in         map[string]int64 // what the completing transfers take from and bring to each account
+	smallestRefusal map[string]int64 // the smallest amount refused from each account
+	ts              []planned
+}
+
+func newBatchPlan(start map[string]int64) *batchPlan {
+	return &batchPlan{start: start, out: map[string]int64{}, in: map[string]int64{}, smallestRefusal: map[string]int64{}}
+}
+
+// amount picks an amount to send from from: mostly one that fits in what is left to take, one
+// time in sixteen exactly what is left (the last unit must go through), one unit more than
+// could ever be there, or more still.
+func (b *batchPlan) amount(rng *rand.Rand, from string) int64 {
+	left := b.start[from] - b.out[from]
+	switch rng.IntN(16) {
+	case 0:
+		return max(1, left)
+	case 1:
+		return b.start[from] + b.in[from] + 1
+	case 2:
+		return b.start[from] + b.in[from] + 1 + rng.Int64N(500)
+	}
+	return 1 + rng.Int64N(max(1, min(300, left)))
+}
+
+// add plans the transfer if its outcome is decided; one that could go either way is dropped.
+func (b *batchPlan) add(from, to string, amount int64) {
+	switch {
+	case b.out[from]+amount <= b.start[from]:
+		if r, ok := b.smallestRefusal[to]; ok && r <= b.start[to]+b.in[to]+amount {
+			return
+		}
+		b.out[from] += amount
+		b.in[to] += amount
+		b.ts = append(b.ts, planned{transfer{from, to, amount}, false})
+	case amount > b.start[from]+b.in[from]:
+		if r, ok := b.smallestRefusal[from]; !ok || amount < r {
+			b.smallestRefusal[from] = amount
+		}
+		b.ts = append(b.ts, planned{transfer{from, to, amount}, true})
+	}
+}
+
+// end is the model's balances once the batch has posted.
+func (b *batchPlan) end() map[string]int64 {
+	after := maps.Clone(b.start)
+	for id := range after {
+		after[id] += b.in[id] - b.out[id]
+	}
+	return after
 }
 
 func TestEntriesNewestFirstWithAStableCursor(t *testing.T) {

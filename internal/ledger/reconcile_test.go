@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -11,33 +12,33 @@ import (
 
 	"github.com/payments/payments/api"
 	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
+	"github.com/payments/payments/internal/payout"
 )
 
 // broken reconciles inside tx and returns the ids of the broken invariants.
 func broken(t *testing.T, tx pgx.Tx, ttl time.Duration) []string {
 	t.Helper()
-	report, err := ledger.Reconcile(context.Background(), tx, ttl, nil)
+	return slices.Sorted(maps.Keys(violations(t, tx, ttl, nil)))
+}
+
+// violations reconciles inside tx against the bank's statement (invariant 8 is not checked
+// without one) and returns the violations of each broken invariant, by id.
+func violations(t *testing.T, tx pgx.Tx, ttl time.Duration, statement []bank.Payment) map[string][]string {
+	t.Helper()
+	report, err := ledger.Reconcile(context.Background(), tx, ttl, statement)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
+	out := map[string][]string{}
 	for _, c := range report.Checks {
 		if len(c.Violations) > 0 {
-			out = append(out, c.ID)
+			out[c.ID] = c.Violations
 		}
 	}
 	return out
-}
-
-func has(ns []string, n string) bool {
-	for _, x := range ns {
-		if x == n {
-			return true
-		}
-	}
-	return false
 }
 
 // Each invariant is broken on purpose, in a transaction rolled back afterwards, and reconcile
@@ -57,12 +58,7 @@ func TestReconcileFindsEachBrokenInvariant(t *testing.T) {
 	if _, _, err := l.Post(ctx, r, api.TransferAnswer); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		name      string
-		invariant string
-		only      bool // no other invariant breaks with it
-		sql       []string
-	}{
+	breakEach(t, nil, nil, []breakage{
 		{"a completed transfer whose entries do not match it", "1", true,
 			[]string{`UPDATE transfers SET amount_minor = 301 WHERE id = '` + p.TransferID + `'`}},
 		{"a rejected transfer with entries", "1", false,
@@ -104,14 +100,34 @@ func TestReconcileFindsEachBrokenInvariant(t *testing.T) {
 		{"a refund without its event", "9", true,
 			[]string{`DELETE FROM event_owners WHERE event_seq IN (SELECT seq FROM events WHERE object_id = '` + r.TransferID + `')`,
 				`DELETE FROM events WHERE object_id = '` + r.TransferID + `'`}},
-	} {
+	})
+}
+
+// breakage is one invariant broken on purpose by sql.
+type breakage struct {
+	name string
+	// invariant is the id of the one broken, and optionally ": " and words one of its
+	// violations must say (which of its checks found it).
+	invariant string
+	only      bool // no other invariant breaks with it
+	sql       []string
+}
+
+// breakEach runs each case in a transaction rolled back afterwards: the ledger reconciles
+// against the bank's statement before, and after the case's sql, against the statement after
+// (the bank's side broken, when it is not before), reconcile must report the invariant the case
+// breaks. A nil statement leaves invariant 8 unchecked.
+func breakEach(t *testing.T, before, after []bank.Payment, cases []breakage) {
+	t.Helper()
+	ctx := context.Background()
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			tx, err := l.DB.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer tx.Rollback(ctx)
-			if got := broken(t, tx, ttl); len(got) != 0 {
+			if got := violations(t, tx, ttl, before); len(got) != 0 {
 				t.Fatalf("broken before breaking anything: %v", got)
 			}
 			for _, sql := range c.sql {
@@ -119,12 +135,93 @@ func TestReconcileFindsEachBrokenInvariant(t *testing.T) {
 					t.Fatalf("%s: %v", sql, err)
 				}
 			}
-			got := broken(t, tx, ttl)
-			if !has(got, c.invariant) || (c.only && len(got) != 1) {
+			got := violations(t, tx, ttl, after)
+			id, says, _ := strings.Cut(c.invariant, ": ")
+			said := slices.ContainsFunc(got[id], func(v string) bool { return strings.Contains(v, says) })
+			if !said || (c.only && len(got) != 1) {
 				t.Fatalf("broken invariants %v, want %s", got, c.invariant)
 			}
 		})
 	}
+}
+
+// Invariants 5c, 6, 7 and 8 broken on purpose, on a ledger with a payin credited, a payout paid
+// (its payment on the bank's statement) and one processing with its money held.
+func TestReconcileFindsBrokenPayinsPayoutsAndHolds(t *testing.T) {
+	ctx := context.Background()
+	a := account(t, "USD", 1_000)
+	acc, err := l.Account(ctx, "", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pi, err := l.CreditPayin(ctx, ledger.Credit{BankEventID: ledger.NewID("bevt_"), AccountNumber: acc.AccountNumber,
+		AmountMinor: 250, Currency: "USD", Reference: "invoice 7"})
+	if err != nil || pi.Status != ledger.PayinCredited {
+		t.Fatalf("payin %+v, %v", pi, err)
+	}
+	paid := heldPayout(t, a, 100)
+	if err := l.RecordBankPayment(ctx, paid, "pay_"+paid); err != nil {
+		t.Fatal(err)
+	}
+	if po, err := l.SettlePayout(ctx, paid, true, ""); err != nil || po.Status != payout.Paid {
+		t.Fatalf("settle: %+v, %v", po, err)
+	}
+	held := heldPayout(t, a, 300)
+	bankPaid := bank.Payment{ID: "pay_" + paid, Reference: paid, AmountMinor: 100, Currency: "USD", Status: bank.Paid}
+	statement := []bank.Payment{bankPaid}
+	where := func(id string) string { return ` WHERE id = '` + id + `'` }
+	breakEach(t, statement, statement, []breakage{
+		{"a credited payin of another amount than its posting", "5c", true,
+			[]string{`UPDATE payins SET amount_minor = 251` + where(pi.ID)}},
+		{"a credited payin into another account than its posting's", "5c", true,
+			[]string{`UPDATE payins SET account_id = '` + account(t, "USD", 0) + `'` + where(pi.ID)}},
+		{"an unmatched payin whose money was credited", "5c: (unmatched,", false,
+			[]string{`UPDATE payins SET status = 'unmatched', account_id = NULL` + where(pi.ID)}},
+		{"a payin posting of no payin", "5c: has no payin", false,
+			[]string{`DELETE FROM payins` + where(pi.ID)}},
+		{"a paid payout whose hold was released", "6: (paid): hold released", true,
+			[]string{`UPDATE holds SET status = 'released' WHERE payout_id = '` + paid + `'`}},
+		{"a hold of another amount than its payout", "6: (paid): hold posted", true,
+			[]string{`UPDATE holds SET amount_minor = 99 WHERE payout_id = '` + paid + `'`}},
+		{"a failed payout whose hold is still open", "6: (failed): hold open", false,
+			[]string{`UPDATE payouts SET status = 'failed', failed_at = now()` + where(held)}},
+		{"a returned payout without its return posting", "6: postings", false,
+			[]string{`UPDATE payouts SET status = 'returned', returned_at = now()` + where(paid)}},
+		{"an account whose held amount is not the sum of its open holds", "7: held 301, open holds 300", true,
+			[]string{`UPDATE accounts SET held_minor = held_minor + 1` + where(a)}},
+		{"a customer account holding more than it has", "7: held 5000, open holds 5000", true,
+			[]string{`ALTER TABLE accounts DROP CONSTRAINT customer_available_not_negative`,
+				`UPDATE payouts SET amount_minor = 5000` + where(held),
+				`UPDATE holds SET amount_minor = 5000 WHERE payout_id = '` + held + `'`,
+				`UPDATE accounts SET held_minor = 5000` + where(a)}},
+	})
+	second := bankPaid
+	second.ID = "pay_again_" + paid
+	breakEach(t, statement, []bank.Payment{bankPaid, second}, []breakage{{"a payout the bank paid twice", "8: has 2 bank payments", true, nil}})
+	ghost := bankPaid
+	ghost.ID, ghost.Reference = "pay_ghost_"+paid, "po_ghost_"+paid
+	breakEach(t, statement, []bank.Payment{bankPaid, ghost}, []breakage{{"a bank payment of no payout", "8: which does not exist", true, nil}})
+}
+
+// heldPayout makes a payout of amount USD from account and holds its money, as the API and the
+// payout's run do, and returns its id.
+func heldPayout(t *testing.T, account string, amount int64) string {
+	t.Helper()
+	ctx := context.Background()
+	acc, err := l.Account(ctx, "", account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := idempotency.Scope{OwnerID: acc.OwnerID, Route: idempotency.RoutePayouts, Key: ledger.NewID("k")}
+	id := scope.PayoutID(0)
+	if err := ledger.InsertPayout(ctx, l.DB, ledger.Payout{ID: id, AccountID: account, AmountMinor: amount, Currency: "USD",
+		Destination: bank.Destination{AccountNumber: "000123456789", BankCode: "021000021"}, WorkflowID: scope.WorkflowID()}); err != nil {
+		t.Fatal(err)
+	}
+	if po, _, err := l.PlaceHold(ctx, id, scope, ttl, api.PayoutAnswer); err != nil || po.Status != payout.Processing {
+		t.Fatalf("hold: %+v, %v", po, err)
+	}
+	return id
 }
 
 // A key used again after its record expired moves money again, legitimately; within the TTL,
