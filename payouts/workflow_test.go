@@ -107,6 +107,23 @@ func (p *payoutTest) callback(id, typ, paymentID string) {
 	}, workflows.BankEvent{ID: id, Type: typ, PaymentID: paymentID, Reference: "po_1", Reason: "account_closed"})
 }
 
+// callbackFromActivity is callback sent from inside a mocked activity, and waits (with a
+// deadline) until the run has taken it: the test environment's Updates must not be sent while it
+// still completes the one before, or they race on its bookkeeping.
+func (p *payoutTest) callbackFromActivity(t *testing.T, id, typ, paymentID string) {
+	done := make(chan struct{})
+	p.w.UpdateWorkflow(workflows.BankEventUpdate, id, &testsuite.TestUpdateCallback{
+		OnAccept:   func() {},
+		OnReject:   func(err error) { p.rejected = append(p.rejected, id+": "+err.Error()); close(done) },
+		OnComplete: func(any, error) { close(done) },
+	}, workflows.BankEvent{ID: id, Type: typ, PaymentID: paymentID, Reference: "po_1", Reason: "account_closed"})
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Errorf("callback %s not taken by the run within 10s", id)
+	}
+}
+
 // run runs the payout to its end (or its run timeout) and reports whether it completed.
 func (p *payoutTest) run() bool {
 	p.w.ExecuteWorkflow(workflows.Payout, p.in)
@@ -265,8 +282,8 @@ func TestReturnWindowStaysOpenWhileTheBankIsSilent(t *testing.T) {
 func TestCallbacksWaitForThePaymentID(t *testing.T) {
 	p := newPayoutTest(t, time.Hour, 24*time.Hour, paidAt(1))
 	p.sent = func() { // while the bank's answer is on its way
-		p.callback("evt_other_returned", bank.PaymentReturned, "pay_2")
-		p.callback("evt_paid", bank.PaymentPaid, "pay_1")
+		p.callbackFromActivity(t, "evt_other_returned", bank.PaymentReturned, "pay_2")
+		p.callbackFromActivity(t, "evt_paid", bank.PaymentPaid, "pay_1")
 	}
 	p.w.RegisterDelayedCallback(func() {
 		p.callback("evt_other_returned_later", bank.PaymentReturned, "pay_2")

@@ -47,6 +47,14 @@ type Payment struct {
 	CreatedAt      time.Time   `json:"created_at"`
 }
 
+// storable makes the payment's free text storable (Storable): its reason is the bank's words.
+func (p *Payment) storable() {
+	if p.Reason != nil {
+		r := Storable(*p.Reason)
+		p.Reason = &r
+	}
+}
+
 // Rail is a bank's payment API as the processor uses it.
 type Rail interface {
 	// Send gives the bank an instruction. Sending the same instruction again (same Key) is one

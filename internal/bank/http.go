@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/payments/payments/internal/strictjson"
 )
 
 // HTTP is the Rail of a bank speaking the protocol of docs/bank.md over HTTP (the simulator).
@@ -88,9 +90,7 @@ func (h *HTTP) Statement(ctx context.Context) ([]Payment, error) {
 	if err != nil {
 		return nil, err
 	}
-	var page struct {
-		Data []Payment `json:"data"`
-	}
+	var page statementPage
 	status, raw, err := h.do(req, &page)
 	if err == nil && status != http.StatusOK {
 		err = fmt.Errorf("the bank answered %d: %s", status, raw)
@@ -104,7 +104,15 @@ func (h *HTTP) Statement(ctx context.Context) ([]Payment, error) {
 	return page.Data, nil
 }
 
-// do sends req and decodes a 2xx answer into out; it returns the status and the raw body.
+// statementPage is the bank's answer to GET /payments.
+type statementPage struct {
+	Data []Payment `json:"data"`
+}
+
+// do sends req and decodes a 2xx answer into out (a *Payment or a *statementPage); it returns
+// the status and the raw body. The bank's answers are read as strictly as its callbacks (a
+// member given twice, or in another case, is refused), and its free text made storable, so that
+// a reason PostgreSQL cannot hold never makes a settlement or a return fail for ever.
 func (h *HTTP) do(req *http.Request, out any) (int, []byte, error) {
 	resp, err := h.client().Do(req)
 	if err != nil {
@@ -116,8 +124,16 @@ func (h *HTTP) do(req *http.Request, out any) (int, []byte, error) {
 		return 0, nil, fmt.Errorf("reading the bank's answer: %w", err)
 	}
 	if resp.StatusCode/100 == 2 {
-		if err := json.Unmarshal(raw, out); err != nil {
+		if err := strictjson.Decode(raw, out, strictjson.Options{IgnoreUnknown: true}); err != nil {
 			return 0, raw, fmt.Errorf("the bank's answer is not a payment: %w", err)
+		}
+		switch v := out.(type) {
+		case *Payment:
+			v.storable()
+		case *statementPage:
+			for i := range v.Data {
+				v.Data[i].storable()
+			}
 		}
 	}
 	return resp.StatusCode, raw, nil
