@@ -54,7 +54,7 @@ test-unit: bin/temporal bin/temporal-server/server
 	@echo "==> Unit and integration tests (real PostgreSQL, real Temporal dev server, -race)"
 	@# -p 1: each integration package runs its own dev servers, processes and load tests; one at
 	@# a time, they do not compete for the CPUs (two on this machine and in CI).
-	$(GO) test -race -count=1 -p 1 -timeout 30m $$($(GO) list ./... | grep -v /faults)
+	$(GO) test -race -count=1 -p 1 -timeout 30m $$($(GO) list ./... | grep -v /rig/outages)
 
 # The slow ones: a worker killed mid-transfer, PostgreSQL cut off under load, Temporal restarted;
 # and, on a Temporal cluster with the APIs and workers apart (TestCluster*), a history service
@@ -62,7 +62,7 @@ test-unit: bin/temporal bin/temporal-server/server
 test-faults: bin/temporal bin/temporal-server/server
 	@echo "==> Fault tests (processes killed, connections cut, servers restarted; about two minutes)"
 	@# -timeout: a hung fault test fails with every goroutine's stack instead of holding CI for ever.
-	$(GO) test -race -count=1 -timeout 30m -v ./faults/
+	$(GO) test -race -count=1 -timeout 30m -v ./rig/outages/
 
 # Every suite against a Temporal cluster (four service processes on PostgreSQL) instead of the
 # dev server: each test package starts a cluster of its own. Several minutes.

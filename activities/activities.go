@@ -33,7 +33,7 @@ type Activities struct {
 }
 
 // AnswerHook hears of each operation's answer the moment it commits in this process.
-// runs.Listener is one: under `payments serve` the API answers from it, instead of a round trip
+// operation.Listener is one: under `payments serve` the API answers from it, instead of a round trip
 // through Temporal or PostgreSQL later.
 type AnswerHook interface {
 	Answered(id string, r idempotency.Response)

@@ -35,7 +35,7 @@ type StaleResult struct {
 	Started   int // claims whose workflow never started (or, a payout's, whose run failed): started now
 	Failed    int // runs that ended without posting: their transfers marked failed
 	Running   int // runs still open: left to finish
-	Withdrawn int // claims refused while an earlier use of their key still runs: withdrawn (runs.Operation.Unclaim)
+	Withdrawn int // claims refused while an earlier use of their key still runs: withdrawn (operation.Operation.Unclaim)
 	Stopped   int // payouts whose run an operator terminated or canceled: left for `payments rerun failed`
 	Skipped   int // claims under no idempotency scope: for reconcile to report
 	Errors    int // claims that could not be resolved in this pass (the error says which): the next pass tries again

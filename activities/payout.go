@@ -12,7 +12,6 @@ import (
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
-	"github.com/payments/payments/internal/payout"
 )
 
 // PayoutHold names the payout whose money HoldPayout holds, and the idempotency scope its first
@@ -34,7 +33,7 @@ func (h PayoutHold) Scope() idempotency.Scope {
 // available), the first answer stored for it, and the bank's payment of it if an earlier run
 // recorded one (a run again knows its payment without asking the bank).
 type Held struct {
-	Status        payout.Status
+	Status        ledger.PayoutStatus
 	Response      idempotency.Response
 	BankPaymentID string `json:",omitempty"`
 }
@@ -137,13 +136,13 @@ func outcomeOf(p bank.Payment) BankOutcome {
 
 // SettlePayout ends the payout as the bank said, once: paid (the hold posted) or failed for
 // reason (the hold released).
-func (a *Activities) SettlePayout(ctx context.Context, payoutID string, paid bool, reason string) (payout.Status, error) {
+func (a *Activities) SettlePayout(ctx context.Context, payoutID string, paid bool, reason string) (ledger.PayoutStatus, error) {
 	po, err := a.Ledger.SettlePayout(ctx, payoutID, paid, reason)
 	return po.Status, final(err)
 }
 
 // ReturnPayout credits a paid payout back, once, when its beneficiary's bank returned it.
-func (a *Activities) ReturnPayout(ctx context.Context, payoutID, reason string) (payout.Status, error) {
+func (a *Activities) ReturnPayout(ctx context.Context, payoutID, reason string) (ledger.PayoutStatus, error) {
 	po, err := a.Ledger.ReturnPayout(ctx, payoutID, reason)
 	return po.Status, final(err)
 }

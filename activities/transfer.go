@@ -10,7 +10,6 @@ import (
 
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
-	"github.com/payments/payments/internal/transfer"
 )
 
 // Posting is what PostTransfer posts: the transfer, and the idempotency scope whose answer is
@@ -52,7 +51,7 @@ func (p Posting) Ledger(run string) ledger.Posting {
 // Posted is what a posting ended with: the transfer's status and, once it is final, the answer
 // stored for it, which the API sends as it is.
 type Posted struct {
-	Status   transfer.Status
+	Status   ledger.TransferStatus
 	Response idempotency.Response
 }
 
@@ -91,7 +90,7 @@ func (a *Activities) PostTransfer(ctx context.Context, p Posting) (Posted, error
 func (a *Activities) MarkTransferFailed(ctx context.Context, transferID, reason string) (Posted, error) {
 	t, err := a.Ledger.MarkFailed(ctx, transferID, activity.GetInfo(ctx).WorkflowExecution.RunID, reason)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return Posted{Status: transfer.Failed}, nil
+		return Posted{Status: ledger.TransferFailed}, nil
 	}
 	if err != nil || !t.Status.Final() {
 		return Posted{Status: t.Status}, err

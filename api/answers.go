@@ -7,9 +7,7 @@ import (
 
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
-	"github.com/payments/payments/internal/payout"
 	"github.com/payments/payments/internal/problem"
-	"github.com/payments/payments/internal/transfer"
 )
 
 // TransferAnswer is the answer to a transfer in a final state, as POST /v1/transfers gives it:
@@ -19,7 +17,7 @@ func TransferAnswer(t ledger.Transfer) idempotency.Response {
 	if t.Kind == ledger.KindRefund {
 		return refundAnswer(ledger.RefundView(t))
 	}
-	if t.Status == transfer.Rejected {
+	if t.Status == ledger.TransferRejected {
 		p := problem.New(http.StatusUnprocessableEntity, "insufficient-funds",
 			fmt.Sprintf("account %s cannot cover %d %s", t.FromAccountID, t.AmountMinor, t.Currency))
 		p.TransferID = t.ID
@@ -32,7 +30,7 @@ func TransferAnswer(t ledger.Transfer) idempotency.Response {
 // gives it: 201 with the refund, or 422 naming it and why it was refused. Stored with the
 // refund's posting (through TransferAnswer) and replayed byte for byte.
 func refundAnswer(r ledger.Refund) idempotency.Response {
-	if r.Status != transfer.Rejected {
+	if r.Status != ledger.TransferRejected {
 		return jsonAnswer(http.StatusCreated, "/v1/refunds/"+r.ID, r)
 	}
 	var p *problem.Problem
@@ -77,7 +75,7 @@ func jsonAnswer(status int, location string, v any) idempotency.Response {
 // in the transaction that holds the money (ledger.PayoutAnswer), and it is replayed byte for
 // byte.
 func PayoutAnswer(po ledger.Payout) idempotency.Response {
-	if po.Status == payout.Failed && po.FailureReason != nil && *po.FailureReason == ledger.ReasonInsufficientFunds {
+	if po.Status == ledger.PayoutFailed && po.FailureReason != nil && *po.FailureReason == ledger.ReasonInsufficientFunds {
 		p := problem.New(http.StatusUnprocessableEntity, "insufficient-funds",
 			fmt.Sprintf("account %s does not have %d %s available", po.AccountID, po.AmountMinor, po.Currency))
 		p.PayoutID = po.ID

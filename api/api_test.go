@@ -10,7 +10,7 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 )
 
 var env *testenv.Env

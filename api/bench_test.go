@@ -12,7 +12,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 )
 
 // BenchmarkTransferSequential is one client sending new transfers through HTTP, one at a time,

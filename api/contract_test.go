@@ -9,7 +9,7 @@ import (
 
 	payments "github.com/payments/payments"
 	"github.com/payments/payments/internal/problem"
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 )
 
 func TestOpenAPIListsEveryProblemAndIsServed(t *testing.T) {

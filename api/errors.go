@@ -10,9 +10,9 @@ import (
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/internal/outage"
 	"github.com/payments/payments/internal/problem"
-	"github.com/payments/payments/internal/runs"
 	"github.com/payments/payments/transfers"
 )
 
@@ -24,7 +24,7 @@ func problemFor(err error) *problem.Problem {
 	var (
 		p      *problem.Problem
 		he     *echo.HTTPError
-		inUse  *runs.InUseError
+		inUse  *operation.InUseError
 		failed *transfers.FailedError
 	)
 	switch {

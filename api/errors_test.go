@@ -12,8 +12,8 @@ import (
 
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/internal/outage"
-	"github.com/payments/payments/internal/runs"
 	"github.com/payments/payments/transfers"
 )
 
@@ -39,7 +39,7 @@ func TestProblemForDecidesFromTheError(t *testing.T) {
 		{&pgconn.PgError{Code: "23505"}, 500, "internal-error"},
 		{errors.New("something else"), 500, "internal-error"},
 		{idempotency.ErrReused, 422, "idempotency-key-reused"},
-		{&runs.InUseError{ID: "tr_1"}, 409, "idempotency-key-in-use"},
+		{&operation.InUseError{ID: "tr_1"}, 409, "idempotency-key-in-use"},
 		{&transfers.FailedError{TransferID: "tr_1", WorkflowID: "transfer/o/k"}, 500, "transfer-failed"},
 		{&transfers.FailedError{TransferID: "rf_1", WorkflowID: "refund/o/k"}, 500, "refund-failed"},
 		{notFound(ledger.ErrNotFound, "account"), 404, "not-found"},

@@ -28,7 +28,7 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 )
 
 // records counts the idempotency records of an owner's key on a route.

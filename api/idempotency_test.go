@@ -26,7 +26,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/payments/payments/internal/idempotency"
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 	"github.com/payments/payments/transfers"
 )
 

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 )
 
 type transfer struct {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 )
 
 // listAll reads every page of path (a list with its query) as apiKey, limit at a time, calling

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 )
 
 // Metadata on an account and a transfer: returned as given on the first answer, its replay, GET,

@@ -10,7 +10,6 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/problem"
-	"github.com/payments/payments/internal/transfer"
 	"github.com/payments/payments/transfers"
 )
 
@@ -87,7 +86,7 @@ func (s *Server) refundable(c echo.Context, id string) (ledger.Transfer, error) 
 		return t, problem.NotFound("transfer")
 	case from.Kind != ledger.KindCustomer || to.Kind != ledger.KindCustomer:
 		return t, notRefundable(t, "is a deposit, which is not refunded through the API")
-	case t.Status != transfer.Completed:
+	case t.Status != ledger.TransferCompleted:
 		return t, notRefundable(t, "is "+string(t.Status)+": only a completed transfer can be refunded")
 	}
 	return t, nil

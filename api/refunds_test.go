@@ -11,7 +11,7 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 )
 
 // paid makes a transfer of amount from a payer (alice) to a payee (bob) and returns the

@@ -17,13 +17,13 @@ import (
 	"go.temporal.io/sdk/client"
 
 	payments "github.com/payments/payments"
+	"github.com/payments/payments/deliveries"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/problem"
 	"github.com/payments/payments/internal/webhook"
 	"github.com/payments/payments/payins"
 	"github.com/payments/payments/payouts"
 	"github.com/payments/payments/transfers"
-	"github.com/payments/payments/webhooks"
 )
 
 // MaxBodyBytes bounds a request body (64 KiB, docs/contract.md §2).
@@ -36,7 +36,7 @@ type Server struct {
 	Transfers *transfers.Service
 	Payouts   *payouts.Service
 	Payins    *payins.Service
-	Webhooks  *webhooks.Service
+	Webhooks  *deliveries.Service
 	// WebhookURLs decides which URLs an endpoint may have (PAYMENTS_WEBHOOK_ALLOW_INSECURE).
 	WebhookURLs webhook.Policy
 	Temporal    client.Client

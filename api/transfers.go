@@ -13,7 +13,6 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/problem"
-	"github.com/payments/payments/internal/transfer"
 	"github.com/payments/payments/transfers"
 )
 
@@ -40,7 +39,7 @@ func countConflict(c echo.Context, p *problem.Problem) {
 	case "/problems/idempotency-key-in-use":
 		conflicts.WithLabelValues(c.Path(), "in_use").Inc()
 	case "/problems/transfer-failed":
-		outcomes.WithLabelValues(string(transfer.Failed)).Inc()
+		outcomes.WithLabelValues(string(ledger.TransferFailed)).Inc()
 	}
 }
 
@@ -113,7 +112,7 @@ func (s *Server) createTransfer(c echo.Context) error {
 		return err
 	}
 	if answer.Pending != nil {
-		outcomes.WithLabelValues(string(transfer.Pending)).Inc()
+		outcomes.WithLabelValues(string(ledger.TransferPending)).Inc()
 		return respond(c, pendingAnswer(*answer.Pending), false)
 	}
 	if !answer.Replayed {
@@ -133,11 +132,11 @@ func (s *Server) submit(c echo.Context, r transfers.Request) (transfers.Answer, 
 	return answer, err
 }
 
-func outcomeOf(status int) transfer.Status {
+func outcomeOf(status int) ledger.TransferStatus {
 	if status == http.StatusCreated {
-		return transfer.Completed
+		return ledger.TransferCompleted
 	}
-	return transfer.Rejected
+	return ledger.TransferRejected
 }
 
 func (s *Server) getTransfer(c echo.Context) error {

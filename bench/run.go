@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/payments/payments/api"
-	"github.com/payments/payments/internal/app"
+	"github.com/payments/payments/app"
 	"github.com/payments/payments/internal/auth"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"

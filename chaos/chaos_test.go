@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 )
 
 // The short seeded run `make test` makes: a few hundred operations under every kind of fault,

@@ -24,8 +24,8 @@ import (
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
-	"github.com/payments/payments/internal/testenv"
 	"github.com/payments/payments/internal/webhook"
+	"github.com/payments/payments/rig/testenv"
 )
 
 // The checker must be able to fail. On a populated ledger (the run's own set-up, then a

@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/payments/payments/internal/child"
+	"github.com/payments/payments/rig/supervise"
 )
 
 // Postgres is a PostgreSQL instance of the run's own: initdb in a temporary directory, on a
@@ -23,13 +23,13 @@ import (
 type Postgres struct {
 	dir, port string
 	cred      *syscall.Credential // postgres refuses to run as root: it runs as user postgres then
-	proc      *child.Child
+	proc      *supervise.Child
 	log       *os.File
 }
 
 // startPostgres creates an instance in dir and starts it on a free loopback port.
 func startPostgres(ctx context.Context, dir string) (*Postgres, error) {
-	addr, err := child.FreeHostPort()
+	addr, err := supervise.FreeHostPort()
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +73,7 @@ func (pg *Postgres) start(ctx context.Context) error {
 		"-c", "full_page_writes=off", "-c", "shared_buffers=128MB")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pg.cred}
 	cmd.Stdout, cmd.Stderr = pg.log, pg.log
-	proc, err := child.Start(cmd)
+	proc, err := supervise.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}

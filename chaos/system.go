@@ -15,10 +15,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/payments/payments/internal/child"
-	"github.com/payments/payments/internal/cluster"
 	"github.com/payments/payments/internal/database"
-	"github.com/payments/payments/internal/proxy"
+	"github.com/payments/payments/rig/cluster"
+	"github.com/payments/payments/rig/proxy"
+	"github.com/payments/payments/rig/supervise"
 )
 
 // bankSecret signs the run's bank callbacks.
@@ -49,7 +49,7 @@ type process struct {
 	args []string
 	env  []string
 	url  string // an API's base URL
-	ch   *child.Child
+	ch   *supervise.Child
 	log  *os.File
 	down bool // killed by a fault, to be started by it: the supervisor leaves it alone
 }
@@ -91,7 +91,7 @@ func startSystem(ctx context.Context, dir, bin, root string, out io.Writer) (_ *
 		return nil, err
 	}
 
-	addr := func() string { a, _ := child.FreeHostPort(); return a }
+	addr := func() string { a, _ := supervise.FreeHostPort(); return a }
 	apiAddrs := []string{addr(), addr()}
 	bankAddr := addr()
 	s.bankURL = "http://" + bankAddr
@@ -154,7 +154,7 @@ func (s *system) start(name string) error {
 	cmd := exec.Command(s.bin, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = p.log, p.log
-	ch, err := child.Start(cmd)
+	ch, err := supervise.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -221,7 +221,7 @@ func (s *system) restartExited() bool {
 	return all
 }
 
-func isDone(c *child.Child) bool {
+func isDone(c *supervise.Child) bool {
 	select {
 	case <-c.Done():
 		return true

@@ -15,7 +15,7 @@ import (
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/money"
-	"github.com/payments/payments/internal/runs"
+	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/workflows"
 )
 
@@ -45,7 +45,7 @@ func (s *Service) Receive(ctx context.Context, e bank.Event) (string, error) {
 		return "duplicate", nil
 	}
 	if err != nil {
-		return "", runs.TemporalError(err)
+		return "", operation.TemporalError(err)
 	}
 	return "payin started", nil
 }
@@ -65,12 +65,12 @@ func (s *Service) Options(in workflows.PayinInput) client.StartWorkflowOptions {
 
 // RerunFailed finds the payin workflows whose latest run failed, was terminated or timed out,
 // and runs each again: the ledger credits each bank event at most once however often this runs.
-func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(runs.Rerun)) error {
-	return runs.EachFailed(ctx, s.Temporal, "Payin", since, func(id string) {
+func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(operation.Rerun)) error {
+	return operation.EachFailed(ctx, s.Temporal, "Payin", since, func(id string) {
 		var in workflows.PayinInput
-		run, r := runs.Restart(ctx, s.Temporal, id, func(input func(any) error) (runs.Operation, error) {
+		run, r := operation.Restart(ctx, s.Temporal, id, func(input func(any) error) (operation.Operation, error) {
 			err := input(&in)
-			return runs.Operation{Options: s.Options(in), Workflow: workflows.Payin, Input: in, ID: in.BankEventID}, err
+			return operation.Operation{Options: s.Options(in), Workflow: workflows.Payin, Input: in, ID: in.BankEventID}, err
 		})
 		if run != nil {
 			var out workflows.PayinOutcome

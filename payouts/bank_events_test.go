@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/payments/payments/internal/ledger"
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 )
 
 // credit is a credit.received body of amount for account number, under event id; number and

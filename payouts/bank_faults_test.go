@@ -21,12 +21,12 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/payments/payments/activities"
-	"github.com/payments/payments/internal/app"
+	"github.com/payments/payments/app"
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
-	"github.com/payments/payments/internal/runs"
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/internal/operation"
+	"github.com/payments/payments/rig/testenv"
 	"github.com/payments/payments/workflows"
 )
 
@@ -77,13 +77,13 @@ func downTooLong(t *testing.T, c customer, idem string) string {
 
 // rerunFailed is `payments rerun failed --since` for payouts: the service the command assembles
 // (internal/app) with the Env's settings, its RerunFailed.
-func rerunFailed(t *testing.T, since time.Time) []runs.Rerun {
+func rerunFailed(t *testing.T, since time.Time) []operation.Rerun {
 	t.Helper()
 	services := app.New(env.DB, env.Temporal, app.Settings{SyncWait: 10 * time.Second, TTL: 24 * time.Hour, RetryFor: 2 * time.Minute,
 		Bank: config.Bank{URL: env.Bank.URL, Secret: testenv.BankSecret, RetryFor: 2 * time.Second, PollAfter: 200 * time.Millisecond,
 			ReturnWindow: 5 * time.Second}}, slog.New(slog.DiscardHandler), nil)
-	var reran []runs.Rerun
-	if err := services.Payouts.RerunFailed(context.Background(), since, func(r runs.Rerun) { reran = append(reran, r) }); err != nil {
+	var reran []operation.Rerun
+	if err := services.Payouts.RerunFailed(context.Background(), since, func(r operation.Rerun) { reran = append(reran, r) }); err != nil {
 		t.Fatal(err)
 	}
 	return reran
@@ -119,7 +119,7 @@ func TestBankDownThenRerunFailed(t *testing.T) {
 		t.Fatalf("%d failed runs under %s, want the first one only", failed, wf)
 	}
 	// Run again, it finds the failed run and nothing more to do.
-	var again []runs.Rerun
+	var again []operation.Rerun
 	for _, r := range rerunFailed(t, since) {
 		if r.WorkflowID == wf {
 			again = append(again, r)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/ledger"
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 )
 
 var secret = []byte(testenv.BankSecret)

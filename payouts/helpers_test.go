@@ -19,7 +19,7 @@ import (
 
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/ledger"
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 )
 
 // Destinations the simulator decides by (docs/bank.md, "Lifecycle").

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/payments/payments/internal/app"
+	"github.com/payments/payments/app"
 	"github.com/payments/payments/internal/config"
-	"github.com/payments/payments/internal/runs"
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/internal/operation"
+	"github.com/payments/payments/rig/testenv"
 )
 
 var recordHistories = flag.String("record-histories", "", "write the payout and payin histories under workflows/testdata/histories from real runs, with this version suffix (e.g. v1)")
@@ -70,7 +70,7 @@ func TestRecordPayoutHistories(t *testing.T) {
 	env.Bank.SetFaults(t, map[string]any{"error_rate": 0})
 	services := app.New(env.DB, env.Temporal, app.Settings{RetryFor: time.Minute, SyncWait: time.Second,
 		Bank: config.Bank{URL: env.Bank.URL, RetryFor: 2 * time.Second, PollAfter: 200 * time.Millisecond, ReturnWindow: 5 * time.Second}}, nil, nil)
-	if err := services.Payouts.RerunFailed(ctx, time.Time{}, func(runs.Rerun) {}); err != nil {
+	if err := services.Payouts.RerunFailed(ctx, time.Time{}, func(operation.Rerun) {}); err != nil {
 		t.Fatal(err)
 	}
 	env.WriteHistory(t, wf("rec-rerun"), "", name("payout-rerun"))

@@ -23,7 +23,7 @@ import (
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 )
 
 // Paid: 201 processing with the money held (available drops, balance does not), then the bank

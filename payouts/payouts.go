@@ -21,8 +21,7 @@ import (
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
-	"github.com/payments/payments/internal/payout"
-	"github.com/payments/payments/internal/runs"
+	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/workflows"
 )
 
@@ -37,7 +36,7 @@ type Service struct {
 	PollAfter    time.Duration // how long a run waits for a callback before asking the bank
 	ReturnWindow time.Duration // how long after paid a return is awaited
 	Eager        bool          // start runs on the worker in this process
-	Listener     *runs.Listener
+	Listener     *operation.Listener
 }
 
 // Request is a payout whose account and currency the caller has already checked.
@@ -70,7 +69,7 @@ const memoPayoutID = "payout_id"
 
 // Submit runs the payout once per scope: claims it, starts its run (or finds it), and waits for
 // its first answer, stored when the run holds the money. The error, when not nil, is
-// idempotency.ErrReused, a *runs.InUseError, an outage, or PostgreSQL's refusal of a value.
+// idempotency.ErrReused, a *operation.InUseError, an outage, or PostgreSQL's refusal of a value.
 // Like a transfer's, the claim and the start do not follow the client's context.
 func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.SyncWait, 5*time.Second))
@@ -111,7 +110,7 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 			answer.Pending = &po // 202: accepted, its money not held yet
 			return answer, nil
 		}
-		return answer, &runs.InUseError{ID: in.PayoutID, WorkflowID: in.WorkflowID}
+		return answer, &operation.InUseError{ID: in.PayoutID, WorkflowID: in.WorkflowID}
 	default:
 		return answer, database.Outage(err)
 	}
@@ -185,8 +184,8 @@ func (s *Service) input(r Request, payoutID string) workflows.PayoutInput {
 	}
 }
 
-func (s *Service) operation(in workflows.PayoutInput) runs.Operation {
-	return runs.Operation{
+func (s *Service) operation(in workflows.PayoutInput) operation.Operation {
+	return operation.Operation{
 		Client: s.Temporal,
 		Options: client.StartWorkflowOptions{
 			ID:        in.WorkflowID,
@@ -262,7 +261,7 @@ func (s *Service) Deliver(ctx context.Context, e bank.Event) (string, error) {
 	case errors.As(err, &refused): // the run's validator refused it
 		return fmt.Sprintf("rejected: %v", err), nil
 	}
-	return "", runs.TemporalError(err) // an outage answers 503, anything else 500: the bank sends it again
+	return "", operation.TemporalError(err) // an outage answers 503, anything else 500: the bank sends it again
 }
 
 // late applies an event whose payout has no run going. A return after the window of a paid
@@ -272,7 +271,7 @@ func (s *Service) Deliver(ctx context.Context, e bank.Event) (string, error) {
 // is only recorded: a payout still processing is run again by the recovery pass, which asks
 // the bank itself.
 func (s *Service) late(ctx context.Context, e bank.Event, po ledger.Payout) (string, error) {
-	if e.Type != bank.PaymentReturned || po.Status != payout.Paid || po.BankPaymentID == nil {
+	if e.Type != bank.PaymentReturned || po.Status != ledger.PayoutPaid || po.BankPaymentID == nil {
 		return "late", nil
 	}
 	if _, err := s.Ledger.ReturnPayout(ctx, po.ID, e.Data.Reason); err != nil {
@@ -286,9 +285,9 @@ func (s *Service) late(ctx context.Context, e bank.Event, po ledger.Payout) (str
 // each again with the same input: it holds nothing twice (the hold is kept), asks the bank under
 // the same key (one payment), and carries on. A payout's run lasts until its return window
 // closes, so the report says it started; its status shows how it goes on.
-func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(runs.Rerun)) error {
-	return runs.EachFailed(ctx, s.Temporal, "Payout", since, func(id string) {
-		_, r := runs.Restart(ctx, s.Temporal, id, func(input func(any) error) (runs.Operation, error) {
+func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(operation.Rerun)) error {
+	return operation.EachFailed(ctx, s.Temporal, "Payout", since, func(id string) {
+		_, r := operation.Restart(ctx, s.Temporal, id, func(input func(any) error) (operation.Operation, error) {
 			var in workflows.PayoutInput
 			err := input(&in)
 			return s.operation(in), err
@@ -311,7 +310,7 @@ func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(
 func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (activities.StaleResult, error) {
 	var res activities.StaleResult
 	going := map[string]bool{}
-	err := runs.EachRunning(ctx, s.Temporal, "Payout", processingRuns, func(workflowID string) { going[workflowID] = true })
+	err := operation.EachRunning(ctx, s.Temporal, "Payout", processingRuns, func(workflowID string) { going[workflowID] = true })
 	if err != nil {
 		return res, err
 	}
@@ -347,7 +346,7 @@ func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (ac
 // processingRuns admits the payout runs that have not heard the bank's outcome yet: those
 // whose payouts are still processing.
 var processingRuns = fmt.Sprintf("PayoutStatus IN ('%s', '%s', '%s', '%s')",
-	payout.Holding, payout.Sending, payout.AwaitingBank, payout.BankMismatch)
+	ledger.PayoutHolding, ledger.PayoutSending, ledger.PayoutAwaitingBank, ledger.PayoutBankMismatch)
 
 // restart starts payout po's run again unless one is going or an operator stopped the last one,
 // and says which: started, running, stopped, withdrawn (the claim, refused while an earlier use
@@ -368,8 +367,8 @@ func (s *Service) restart(ctx context.Context, po ledger.Payout) (string, error)
 	switch {
 	case errors.As(err, &notFound):
 	case err != nil:
-		return "", runs.TemporalError(err)
-	case runs.Memo(desc.GetWorkflowExecutionInfo(), memoPayoutID) != po.ID:
+		return "", operation.TemporalError(err)
+	case operation.Memo(desc.GetWorkflowExecutionInfo(), memoPayoutID) != po.ID:
 		// The latest run is an earlier use's: start this one after it, unless it is still open.
 	case desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		return "running", nil
@@ -380,9 +379,9 @@ func (s *Service) restart(ctx context.Context, po ledger.Payout) (string, error)
 	op := s.operation(s.input(Request{Scope: scope, AccountID: po.AccountID, AmountMinor: po.AmountMinor, Currency: po.Currency,
 		Destination: po.Destination, Description: po.Description, Metadata: po.Metadata}, po.ID))
 	_, err = op.Start(ctx) // a run of an earlier use of the key may hold the ID: Start sorts it out
-	var inUse *runs.InUseError
+	var inUse *operation.InUseError
 	if errors.As(err, &inUse) {
 		return "withdrawn", nil
 	}
-	return "started", runs.TemporalError(err)
+	return "started", operation.TemporalError(err)
 }

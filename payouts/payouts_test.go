@@ -12,7 +12,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 )
 
 var env *testenv.Env

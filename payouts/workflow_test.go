@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/payments/payments/internal/ledger"
 	"log/slog"
 	"strings"
 	"testing"
@@ -21,7 +22,6 @@ import (
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/idempotency"
-	"github.com/payments/payments/internal/payout"
 	"github.com/payments/payments/workflows"
 )
 
@@ -65,7 +65,7 @@ func newPayoutTest(t *testing.T, pollAfter, returnWindow time.Duration, says ban
 		if p.held != nil {
 			p.held()
 		}
-		return activities.Held{Status: payout.Processing}, nil
+		return activities.Held{Status: ledger.PayoutProcessing}, nil
 	})
 	p.w.OnActivity(a.SendPayout, mock.Anything, mock.Anything).Return(func(context.Context, bank.Instruction) (activities.BankOutcome, error) {
 		p.sendPayouts++
@@ -79,20 +79,20 @@ func newPayoutTest(t *testing.T, pollAfter, returnWindow time.Duration, says ban
 		return p.says(p.queries)
 	})
 	p.w.OnActivity(a.SettlePayout, mock.Anything, "po_1", mock.Anything, mock.Anything).Return(
-		func(_ context.Context, _ string, paid bool, reason string) (payout.Status, error) {
+		func(_ context.Context, _ string, paid bool, reason string) (ledger.PayoutStatus, error) {
 			call := fmt.Sprintf("settle paid=%v after %d queries", paid, p.queries)
 			if reason != "" {
 				call += " (" + reason + ")"
 			}
 			p.calls = append(p.calls, call)
 			if paid {
-				return payout.Paid, nil
+				return ledger.PayoutPaid, nil
 			}
-			return payout.Failed, nil
+			return ledger.PayoutFailed, nil
 		})
-	p.w.OnActivity(a.ReturnPayout, mock.Anything, "po_1", mock.Anything).Return(func(context.Context, string, string) (payout.Status, error) {
+	p.w.OnActivity(a.ReturnPayout, mock.Anything, "po_1", mock.Anything).Return(func(context.Context, string, string) (ledger.PayoutStatus, error) {
 		p.calls = append(p.calls, fmt.Sprintf("return after %d queries", p.queries))
-		return payout.Returned, nil
+		return ledger.PayoutReturned, nil
 	})
 	return p
 }
@@ -297,7 +297,7 @@ func TestCallbacksWaitForThePaymentID(t *testing.T) {
 		t.Fatalf("refused: %v, want the two later callbacks", p.rejected)
 	}
 	var out workflows.PayoutOutcome
-	if err := p.w.GetWorkflowResult(&out); err != nil || out.Status != payout.Paid || out.PayoutID != "po_1" {
+	if err := p.w.GetWorkflowResult(&out); err != nil || out.Status != ledger.PayoutPaid || out.PayoutID != "po_1" {
 		t.Fatalf("result %+v, %v", out, err)
 	}
 }

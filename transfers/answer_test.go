@@ -17,8 +17,7 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
-	"github.com/payments/payments/internal/testenv/testdb"
-	"github.com/payments/payments/internal/transfer"
+	"github.com/payments/payments/rig/testenv/testdb"
 )
 
 // ledgerForTest is a migrated database of this test process's own, on the tests' PostgreSQL
@@ -60,7 +59,7 @@ func ledgerForTest(t *testing.T) *ledger.Ledger {
 // answer stands in for the API's answer to a final transfer.
 func answer(t ledger.Transfer) idempotency.Response {
 	status := http.StatusCreated
-	if t.Status == transfer.Rejected {
+	if t.Status == ledger.TransferRejected {
 		status = http.StatusUnprocessableEntity
 	}
 	return idempotency.Response{Status: status, ContentType: "application/json", Body: []byte(`{"id":"` + t.ID + `"}`)}
@@ -92,7 +91,7 @@ func TestPendingAnswerOfAFinishedTransferIsItsFinalAnswer(t *testing.T) {
 	}
 	waitRanOut := context.DeadlineExceeded
 	pending, err := s.afterWait(ctx, in, nil, Answer{}, true, waitRanOut)
-	if err != nil || pending.Pending == nil || pending.Pending.Status != transfer.Pending {
+	if err != nil || pending.Pending == nil || pending.Pending.Status != ledger.TransferPending {
 		t.Fatalf("while pending: %+v %v", pending, err)
 	}
 	// A run that gave up meanwhile: the ledger says failed, and so does the answer, never a 202

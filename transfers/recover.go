@@ -12,7 +12,7 @@ import (
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
-	"github.com/payments/payments/internal/runs"
+	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/workflows"
 )
 
@@ -76,8 +76,8 @@ func (s *Service) resolve(ctx context.Context, in workflows.TransferInput) (stri
 	switch {
 	case errors.As(err, &notFound): // no run at all under the workflow ID
 	case err != nil:
-		return "", runs.TemporalError(err)
-	case runs.Memo(desc.GetWorkflowExecutionInfo(), memoTransferID) != in.TransferID:
+		return "", operation.TemporalError(err)
+	case operation.Memo(desc.GetWorkflowExecutionInfo(), memoTransferID) != in.TransferID:
 		// The latest run is an earlier use's: start this one after it, unless it is still open.
 	case desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		return "running", nil

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/payments/payments/internal/runs"
+	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/workflows"
 )
 
@@ -13,12 +13,12 @@ import (
 // (and closed after since, when since is not zero) and runs each again under the same workflow
 // ID with the same input, one at a time, reporting each outcome as it is known. The ledger posts
 // each transfer at most once however often this runs.
-func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(runs.Rerun)) error {
-	return runs.EachFailed(ctx, s.Temporal, "Transfer", since, func(id string) { report(s.rerun(ctx, id)) })
+func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(operation.Rerun)) error {
+	return operation.EachFailed(ctx, s.Temporal, "Transfer", since, func(id string) { report(s.rerun(ctx, id)) })
 }
 
-func (s *Service) rerun(ctx context.Context, workflowID string) runs.Rerun {
-	run, r := runs.Restart(ctx, s.Temporal, workflowID, func(input func(any) error) (runs.Operation, error) {
+func (s *Service) rerun(ctx context.Context, workflowID string) operation.Rerun {
+	run, r := operation.Restart(ctx, s.Temporal, workflowID, func(input func(any) error) (operation.Operation, error) {
 		var in workflows.TransferInput
 		err := input(&in)
 		return s.operation(in), err

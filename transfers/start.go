@@ -6,20 +6,20 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/payments/payments/internal/runs"
+	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/workflows"
 )
 
 // memoTransferID names the memo field holding the transfer a run posts.
 const memoTransferID = "transfer_id"
 
-// start starts the run of in's transfer, or finds it (runs.Operation.Start).
+// start starts the run of in's transfer, or finds it (operation.Operation.Start).
 func (s *Service) start(ctx context.Context, in workflows.TransferInput) (client.WorkflowRun, error) {
 	return s.operation(in).Start(ctx)
 }
 
-func (s *Service) operation(in workflows.TransferInput) runs.Operation {
-	return runs.Operation{
+func (s *Service) operation(in workflows.TransferInput) operation.Operation {
+	return operation.Operation{
 		Client: s.Temporal,
 		Options: client.StartWorkflowOptions{
 			ID:        in.WorkflowID,

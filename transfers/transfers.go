@@ -19,9 +19,8 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
+	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/internal/outage"
-	"github.com/payments/payments/internal/runs"
-	"github.com/payments/payments/internal/transfer"
 	"github.com/payments/payments/workflows"
 )
 
@@ -37,7 +36,7 @@ type Service struct {
 	// transfer then costs no task dispatch through the server before its posting.
 	Eager bool
 	// Listener, shared with the worker in this process, answers as soon as the posting commits.
-	Listener *runs.Listener
+	Listener *operation.Listener
 }
 
 // Request is a transfer, or a refund of one, whose accounts and currency the caller has already
@@ -74,8 +73,8 @@ func requestOf(scope idempotency.Scope, t ledger.Transfer) Request {
 	return r
 }
 
-// InUseError is runs.InUseError: the key's operation (or an earlier use's run) is still going.
-type InUseError = runs.InUseError
+// InUseError is operation.InUseError: the key's operation (or an earlier use's run) is still going.
+type InUseError = operation.InUseError
 
 // Answer is how a submission ended, for the edge to answer: the transfer's final answer as
 // stored (Response), or, when it is still running after the wait, the transfer (Pending).
@@ -149,9 +148,9 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 func (s *Service) afterWait(ctx context.Context, in workflows.TransferInput, run client.WorkflowRun, answer Answer, created bool, err error) (Answer, error) {
 	var t ledger.Transfer
 	switch {
-	case runs.Ended(err):
+	case operation.Ended(err):
 		return s.ended(ctx, in, run.GetRunID(), answer)
-	case runs.TimedOut(err) && ctx.Err() == nil:
+	case operation.TimedOut(err) && ctx.Err() == nil:
 		if t, err = s.Ledger.Requested(ctx, in.TransferID); err != nil {
 			return answer, database.Outage(err)
 		}
@@ -182,7 +181,7 @@ func (s *Service) ended(ctx context.Context, in workflows.TransferInput, runID s
 // gave up: a 202 would promise a transfer that nothing is running.
 func (s *Service) settled(ctx context.Context, in workflows.TransferInput, t ledger.Transfer, answer Answer, notFinal error) (Answer, error) {
 	if !t.Status.Final() {
-		if notFinal == nil && t.Status == transfer.Failed {
+		if notFinal == nil && t.Status == ledger.TransferFailed {
 			notFinal = &FailedError{TransferID: in.TransferID, WorkflowID: in.WorkflowID}
 		}
 		if notFinal == nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/payments/payments/internal/ledger"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -12,7 +13,6 @@ import (
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/idempotency"
-	"github.com/payments/payments/internal/payout"
 )
 
 // PayoutInput is what a payout workflow takes: the payout (its id, derived from the request
@@ -45,7 +45,7 @@ func (in PayoutInput) Instruction() bank.Instruction {
 // insufficient-funds), whose body shows the payout as it was then.
 type PayoutOutcome struct {
 	PayoutID    string               `json:"payout_id"`
-	Status      payout.Status        `json:"status"`
+	Status      ledger.PayoutStatus  `json:"status"`
 	FirstAnswer idempotency.Response `json:"first_answer"`
 }
 
@@ -100,7 +100,7 @@ const (
 // PayoutSearchAttributes are the attributes a payout starts with.
 func PayoutSearchAttributes(in PayoutInput) temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(
-		PayoutStatus.ValueSet(string(payout.Holding)),
+		PayoutStatus.ValueSet(string(ledger.PayoutHolding)),
 		FromAccount.ValueSet(in.AccountID),
 		Currency.ValueSet(in.Currency),
 		AmountMinor.ValueSet(in.AmountMinor),
@@ -147,11 +147,11 @@ func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 	out := PayoutOutcome{PayoutID: in.PayoutID, Status: held.Status, FirstAnswer: held.Response}
 	run.learn(ctx, held.BankPaymentID)
 	switch held.Status {
-	case payout.Processing:
+	case ledger.PayoutProcessing:
 		if root.Err() != nil && workflow.GetVersion(ctx, cancelChange, workflow.DefaultVersion, 1) == 1 {
 			return run.cancel(ctx, a, in, out)
 		}
-	case payout.Paid: // run again after it was paid (its run ended early): its return window still counts
+	case ledger.PayoutPaid: // run again after it was paid (its run ended early): its return window still counts
 		run.atBank = true
 		run.note(bank.Paid, "")
 		return awaitAndReturn(ctx, a, in, run, out)
@@ -166,7 +166,7 @@ func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 // outcome, and applies it.
 func sendAndSettle(ctx workflow.Context, a *activities.Activities, in PayoutInput, run *payoutRun, out PayoutOutcome) (PayoutOutcome, error) {
 	run.atBank = true // from here on the bank may have the payment: a Cancel request is refused
-	setPayoutStatus(ctx, payout.Sending)
+	setPayoutStatus(ctx, ledger.PayoutSending)
 	var sent activities.BankOutcome
 	err := workflow.ExecuteActivity(bankOptions(ctx, in), a.SendPayout, in.Instruction()).Get(ctx, &sent)
 	var appErr *temporal.ApplicationError
@@ -183,13 +183,13 @@ func sendAndSettle(ctx workflow.Context, a *activities.Activities, in PayoutInpu
 	run.learn(ctx, sent.PaymentID)
 	run.note(sent.Status, sent.Reason)
 
-	setPayoutStatus(ctx, payout.AwaitingBank)
+	setPayoutStatus(ctx, ledger.PayoutAwaitingBank)
 	if run.awaitOutcome(ctx, a, in); run.mismatched != nil {
 		return out, run.mismatch(ctx, run.mismatched)
 	}
 	// A ledger that cannot take the outcome for RetryFor fails the run, the money still held:
 	// rerun failed asks the bank again (same key) and settles it.
-	if out.Status, err = settle(ctx, a, in, run.status, run.reason); err != nil || out.Status != payout.Paid {
+	if out.Status, err = settle(ctx, a, in, run.status, run.reason); err != nil || out.Status != ledger.PayoutPaid {
 		return out, err
 	}
 	return awaitAndReturn(ctx, a, in, run, out)
@@ -244,7 +244,7 @@ func (r *payoutRun) cancel(ctx workflow.Context, a *activities.Activities, in Pa
 // the run stays open, shown as bank_mismatch, until a person has looked (and terminates it).
 func (r *payoutRun) mismatch(ctx workflow.Context, err error) error {
 	workflow.GetLogger(ctx).Error("the bank's payment is not the payout's", "payout_id", r.id, "error", err)
-	setPayoutStatus(ctx, payout.BankMismatch)
+	setPayoutStatus(ctx, ledger.PayoutBankMismatch)
 	return workflow.Await(ctx, func() bool { return false })
 }
 
@@ -431,21 +431,21 @@ func (r *payoutRun) ask(ctx workflow.Context, a *activities.Activities, in Payou
 
 // settle applies the bank's outcome to the ledger: paid or failed (or returned, which was paid
 // first), and returns the payout's status.
-func settle(ctx workflow.Context, a *activities.Activities, in PayoutInput, status, reason string) (payout.Status, error) {
+func settle(ctx workflow.Context, a *activities.Activities, in PayoutInput, status, reason string) (ledger.PayoutStatus, error) {
 	ctx = workflow.WithLocalActivityOptions(ctx, ledgerOptions(0))
-	var st payout.Status
+	var st ledger.PayoutStatus
 	if err := workflow.ExecuteLocalActivity(ctx, a.SettlePayout, in.PayoutID, status != bank.Failed, reason).Get(ctx, &st); err != nil {
-		return payout.Processing, err
+		return ledger.PayoutProcessing, err
 	}
 	setPayoutStatus(ctx, st)
 	return st, nil
 }
 
-func settleReturn(ctx workflow.Context, a *activities.Activities, in PayoutInput, reason string) (payout.Status, error) {
+func settleReturn(ctx workflow.Context, a *activities.Activities, in PayoutInput, reason string) (ledger.PayoutStatus, error) {
 	ctx = workflow.WithLocalActivityOptions(ctx, ledgerOptions(0))
-	var st payout.Status
+	var st ledger.PayoutStatus
 	if err := workflow.ExecuteLocalActivity(ctx, a.ReturnPayout, in.PayoutID, reason).Get(ctx, &st); err != nil {
-		return payout.Paid, err
+		return ledger.PayoutPaid, err
 	}
 	setPayoutStatus(ctx, st)
 	return st, nil
@@ -489,6 +489,6 @@ func ledgerOptions(retryFor activities.Duration) workflow.LocalActivityOptions {
 	}
 }
 
-func setPayoutStatus(ctx workflow.Context, status payout.Status) {
+func setPayoutStatus(ctx workflow.Context, status ledger.PayoutStatus) {
 	_ = workflow.UpsertTypedSearchAttributes(ctx, PayoutStatus.ValueSet(string(status)))
 }

@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"github.com/payments/payments/internal/ledger"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,7 +10,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/payments/payments/internal/payout"
 	"github.com/payments/payments/workflows"
 )
 
@@ -40,13 +40,13 @@ func resultOf(t *testing.T, name string) workflows.PayoutOutcome {
 func TestPayoutOutcomeReadsOldAndNewResults(t *testing.T) {
 	for _, c := range []struct {
 		file   string
-		status payout.Status
+		status ledger.PayoutStatus
 		id     bool // the old shape had no payout id
 	}{
-		{"payout-returned-v1.json", payout.Returned, false},
-		{"payout-paid-v1.json", payout.Paid, false},
-		{"payout-last-question-unanswered-v2.json", payout.Returned, true},
-		{"payout-cancel-refused-v2.json", payout.Paid, true},
+		{"payout-returned-v1.json", ledger.PayoutReturned, false},
+		{"payout-paid-v1.json", ledger.PayoutPaid, false},
+		{"payout-last-question-unanswered-v2.json", ledger.PayoutReturned, true},
+		{"payout-cancel-refused-v2.json", ledger.PayoutPaid, true},
 	} {
 		out := resultOf(t, c.file)
 		if out.Status != c.status || out.FirstAnswer.Status != 201 || len(out.FirstAnswer.Body) == 0 || (out.PayoutID != "") != c.id {

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"github.com/payments/payments/internal/ledger"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/idempotency"
-	"github.com/payments/payments/internal/transfer"
 )
 
 // TransferInput is what a transfer workflow takes: the posting (the transfer, derived from the
@@ -26,7 +26,7 @@ type TransferInput struct {
 // rejected) and the answer stored for it, which the API sends as it is. A run that could not
 // post the transfer fails instead.
 type TransferOutcome struct {
-	Status   transfer.Status
+	Status   ledger.TransferStatus
 	Response idempotency.Response
 }
 
@@ -46,7 +46,7 @@ var (
 // SearchAttributes are the attributes a transfer starts with.
 func SearchAttributes(in TransferInput) temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(
-		TransferStatus.ValueSet(string(transfer.Pending)),
+		TransferStatus.ValueSet(string(ledger.TransferPending)),
 		FromAccount.ValueSet(in.From),
 		ToAccount.ValueSet(in.To),
 		Currency.ValueSet(in.Currency),
@@ -96,7 +96,7 @@ func Transfer(ctx workflow.Context, in TransferInput) (TransferOutcome, error) {
 	answerUpdates(ctx, in.TransferID, &answered)
 	out, err := postTransfer(ctx, in)
 	if err != nil {
-		out.Status = transfer.Failed
+		out.Status = ledger.TransferFailed
 	}
 	answered = &out
 	// An update accepted as the run ends is answered before the run closes: the caller waiting
@@ -155,7 +155,7 @@ func postTransfer(ctx workflow.Context, in TransferInput) (TransferOutcome, erro
 	// status, so the UI tells a transfer stuck in the ledger (waiting on a lock or on PostgreSQL)
 	// from one no worker has picked up yet ("pending"). Runs started before replay without it.
 	if workflow.GetVersion(ctx, "posting-status", workflow.DefaultVersion, 1) == 1 {
-		setStatus(ctx, transfer.Posting)
+		setStatus(ctx, ledger.TransferPosting)
 	}
 	var out TransferOutcome
 	err := workflow.ExecuteLocalActivity(postCtx, a.PostTransfer, in.Posting).Get(postCtx, &out)
@@ -183,9 +183,9 @@ func postTransfer(ctx workflow.Context, in TransferInput) (TransferOutcome, erro
 	// could not be asked (PostgreSQL is usually why the posting gave up), the transfer is still
 	// pending there, and so it reads here: the recovery Schedule or the caller's API settles it
 	// in the ledger. GetVersion is asked on this path only, so other histories are unchanged.
-	status := transfer.Failed
-	if settled.Status != transfer.Failed && workflow.GetVersion(ctx, "status-from-ledger", workflow.DefaultVersion, 1) == 1 {
-		status = transfer.Pending
+	status := ledger.TransferFailed
+	if settled.Status != ledger.TransferFailed && workflow.GetVersion(ctx, "status-from-ledger", workflow.DefaultVersion, 1) == 1 {
+		status = ledger.TransferPending
 	}
 	setStatus(ctx, status)
 	return out, err
@@ -212,13 +212,13 @@ func markFailed(ctx workflow.Context, a *activities.Activities, transferID, reas
 	})
 	if settled == nil {
 		_ = workflow.ExecuteLocalActivity(ctx, a.MarkTransferFailed, transferID, reason).Get(ctx, nil)
-		setStatus(ctx, transfer.Failed)
+		setStatus(ctx, ledger.TransferFailed)
 		return
 	}
 	_ = workflow.ExecuteLocalActivity(ctx, a.MarkTransferFailed, transferID, reason).Get(ctx, settled)
 }
 
-func setStatus(ctx workflow.Context, status transfer.Status) {
+func setStatus(ctx workflow.Context, status ledger.TransferStatus) {
 	// Only fails when the attribute is not registered: the start would have failed first.
 	_ = workflow.UpsertTypedSearchAttributes(ctx, TransferStatus.ValueSet(string(status)))
 }

@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/payments/payments/internal/child"
-	"github.com/payments/payments/internal/cluster"
 	"github.com/payments/payments/internal/config"
+	"github.com/payments/payments/rig/cluster"
+	"github.com/payments/payments/rig/supervise"
 )
 
 // clusterDir holds make run-cluster's logs and the bank simulator's state. The Temporal
@@ -147,7 +147,7 @@ func portOr(u *url.URL, def string) string {
 }
 
 // processes are the payments processes of make run-cluster.
-type processes []*child.Child
+type processes []*supervise.Child
 
 // start runs bin/payments with args, with env added to its environment and its output in
 // clusterDir/name.log; exited hears if it ends.
@@ -160,7 +160,7 @@ func (ps *processes) start(exited chan<- error, name, env string, args ...string
 	cmd := exec.Command(filepath.Join("bin", "payments"), args...)
 	cmd.Env = append(os.Environ(), env)
 	cmd.Stdout, cmd.Stderr = log, log
-	proc, err := child.Start(cmd)
+	proc, err := supervise.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}

@@ -27,8 +27,8 @@ import (
 	"github.com/payments/payments/internal/auth"
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
-	"github.com/payments/payments/internal/devserver"
 	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/rig/devserver"
 )
 
 // Demo keys are fixed so the printed curl lines keep working across restarts. They exist only

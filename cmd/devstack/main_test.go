@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/payments/payments/internal/child"
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/supervise"
+	"github.com/payments/payments/rig/testenv"
 )
 
 // make run listens on loopback only: every socket its processes (the dev server and its UI,
@@ -76,7 +76,7 @@ func TestMakeRunListensOnLoopbackOnly(t *testing.T) {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	hostPort, err := child.FreeHostPort()
+	hostPort, err := supervise.FreeHostPort()
 	if err != nil {
 		t.Fatal(err)
 	}

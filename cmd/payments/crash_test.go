@@ -13,7 +13,7 @@ import (
 
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/idempotency"
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 	"github.com/payments/payments/workflows"
 )
 

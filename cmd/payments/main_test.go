@@ -22,7 +22,7 @@ import (
 
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/money"
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 	"github.com/payments/payments/worker"
 )
 

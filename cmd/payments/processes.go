@@ -21,10 +21,10 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/payments/payments/api"
-	"github.com/payments/payments/internal/app"
+	"github.com/payments/payments/app"
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
-	"github.com/payments/payments/internal/runs"
+	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/worker"
 	"github.com/payments/payments/workflows"
 )
@@ -89,7 +89,7 @@ func (d *deps) close() {
 
 // app assembles the parts on the process's database and client; listener is for `serve` only
 // (app.New).
-func (d *deps) app(listener *runs.Listener) *app.App {
+func (d *deps) app(listener *operation.Listener) *app.App {
 	return app.New(d.db, d.temporal, app.Settings{SyncWait: d.cfg.SyncWait, TTL: d.cfg.IdempotencyTTL, RetryFor: d.cfg.RetryFor,
 		Bank: d.cfg.Bank, Webhooks: d.cfg.Webhooks}, d.log, listener)
 }
@@ -144,7 +144,7 @@ func runServe(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer d.close()
-	a := d.app(runs.NewListener())
+	a := d.app(operation.NewListener())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, 2)

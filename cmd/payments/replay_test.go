@@ -17,7 +17,7 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/payments/payments/internal/testenv"
+	"github.com/payments/payments/rig/testenv"
 )
 
 var recordHistories = flag.String("record-histories", "", "write the histories under workflows/testdata/histories from real runs, with this version suffix (e.g. v1)")

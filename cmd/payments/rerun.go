@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/payments/payments/internal/runs"
+	"github.com/payments/payments/internal/operation"
 )
 
 // runRerun is `rerun failed [--since D] [--dry-run]`: run again the transfers, payouts, payins and webhook
@@ -35,15 +35,15 @@ func runRerun(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintln(stdout, "rerun: looking for transfer, payout, payin and webhook-delivery workflows whose latest run failed, was terminated or timed out…")
 	counts := map[string]int{}
-	report := func(r runs.Rerun) {
+	report := func(r operation.Rerun) {
 		counts[r.Outcome]++
 		fmt.Fprintf(stdout, "%-60s %-27s %-9s %s\n", r.WorkflowID, r.ID, r.Outcome, r.Detail)
 	}
 	a := d.app(nil)
 	if *dryRun {
-		ctx = runs.DryRun(ctx)
+		ctx = operation.DryRun(ctx)
 	}
-	for _, rerun := range []func(context.Context, time.Time, func(runs.Rerun)) error{
+	for _, rerun := range []func(context.Context, time.Time, func(operation.Rerun)) error{
 		a.Transfers.RerunFailed, a.Payouts.RerunFailed, a.Payins.RerunFailed, a.Webhooks.RerunFailed,
 	} {
 		if err := rerun(ctx, from, report); err != nil {
@@ -56,7 +56,7 @@ func runRerun(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if *dryRun {
 		fmt.Fprintf(stdout, "--dry-run: %d would run again, %d skipped, %d errors; nothing was started\n",
-			counts[runs.WouldRun], counts["skipped"], counts["error"])
+			counts[operation.WouldRun], counts["skipped"], counts["error"])
 		if counts["error"] > 0 {
 			return errExitOne
 		}

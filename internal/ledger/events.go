@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/payments/payments/internal/database"
-	"github.com/payments/payments/internal/transfer"
 )
 
 // Types of event (docs/contract.md §7): one per state change of a transfer, payout or payin.
@@ -81,7 +80,7 @@ func (o *outbox) transfer(t Transfer) {
 // a refund's completion (the contract has no event for a refund refused or failed).
 func (o *outbox) posting(t Transfer) {
 	switch {
-	case t.Kind == KindRefund && t.Status == transfer.Completed:
+	case t.Kind == KindRefund && t.Status == TransferCompleted:
 		o.add(EventRefundCompleted, t.ID, RefundView(t), t.FromAccountID, t.ToAccountID)
 	case t.Kind != KindRefund:
 		o.transfer(t)

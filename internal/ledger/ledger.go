@@ -16,7 +16,6 @@ import (
 
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
-	"github.com/payments/payments/internal/transfer"
 )
 
 // Kinds of account: a customer's; a currency's funding account (the ledger's own, the source
@@ -47,21 +46,21 @@ type Account struct {
 // Transfer is a transfer as the API shows it. The ledger's other postings (of payouts, payins,
 // refunds) are rows of the same kind, which their own resources show.
 type Transfer struct {
-	ID                  string          `json:"id"`
-	Status              transfer.Status `json:"status"`
-	FromAccountID       string          `json:"from_account_id"`
-	ToAccountID         string          `json:"to_account_id"`
-	AmountMinor         int64           `json:"amount_minor"`
-	AmountRefundedMinor int64           `json:"amount_refunded_minor"`
-	Currency            string          `json:"currency"`
-	Description         string          `json:"description"`
-	Metadata            Metadata        `json:"metadata"`
-	WorkflowID          string          `json:"workflow_id"`
-	CreatedAt           time.Time       `json:"created_at"`
-	CompletedAt         *time.Time      `json:"completed_at"`
-	FailureReason       *string         `json:"failure_reason"`
-	Kind                string          `json:"-"` // KindTransfer, KindRefund, …
-	RefundOf            *string         `json:"-"` // a refund's transfer
+	ID                  string         `json:"id"`
+	Status              TransferStatus `json:"status"`
+	FromAccountID       string         `json:"from_account_id"`
+	ToAccountID         string         `json:"to_account_id"`
+	AmountMinor         int64          `json:"amount_minor"`
+	AmountRefundedMinor int64          `json:"amount_refunded_minor"`
+	Currency            string         `json:"currency"`
+	Description         string         `json:"description"`
+	Metadata            Metadata       `json:"metadata"`
+	WorkflowID          string         `json:"workflow_id"`
+	CreatedAt           time.Time      `json:"created_at"`
+	CompletedAt         *time.Time     `json:"completed_at"`
+	FailureReason       *string        `json:"failure_reason"`
+	Kind                string         `json:"-"` // KindTransfer, KindRefund, …
+	RefundOf            *string        `json:"-"` // a refund's transfer
 }
 
 // Metadata is a client's string map on an account, transfer, payout or refund, stored and shown
@@ -229,7 +228,7 @@ func (l *Ledger) Unclaim(ctx context.Context, scope idempotency.Scope, id string
 }
 
 // LockClaim returns a function that runs f holding the lock of scope's claim (its idempotency
-// record), so that the starters of one use of a key take turns: runs.Operation.Lock.
+// record), so that the starters of one use of a key take turns: operation.Operation.Lock.
 func (l *Ledger) LockClaim(scope idempotency.Scope) func(ctx context.Context, f func() error) error {
 	return func(ctx context.Context, f func() error) error {
 		return database.Outage(l.InTx(ctx, func(tx pgx.Tx) error {

@@ -12,13 +12,12 @@ import (
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
-	"github.com/payments/payments/internal/payout"
 )
 
 // Payout is a payout as the API shows it.
 type Payout struct {
 	ID            string           `json:"id"`
-	Status        payout.Status    `json:"status"`
+	Status        PayoutStatus     `json:"status"`
 	AccountID     string           `json:"account_id"`
 	AmountMinor   int64            `json:"amount_minor"`
 	Currency      string           `json:"currency"`
@@ -106,7 +105,7 @@ func (l *Ledger) PlaceHold(ctx context.Context, id string, scope idempotency.Sco
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM holds WHERE payout_id = $1)`, id).Scan(&held); err != nil {
 			return err
 		}
-		if held || po.Status != payout.Processing { // held (or refused) before
+		if held || po.Status != PayoutProcessing { // held (or refused) before
 			resp, err = storedPayoutAnswer(ctx, tx, scope, po, answer)
 			return err
 		}
@@ -119,7 +118,7 @@ func (l *Ledger) PlaceHold(ctx context.Context, id string, scope idempotency.Sco
 			return fmt.Errorf("%w: payout in %s from a %s account in %s", ErrInvalidPosting, po.Currency, acc.Kind, acc.Currency)
 		}
 		if acc.AvailableMinor < po.AmountMinor {
-			po, err = endPayout(ctx, tx, id, payout.Failed, "failed_at", ReasonInsufficientFunds)
+			po, err = endPayout(ctx, tx, id, PayoutFailed, "failed_at", ReasonInsufficientFunds)
 		} else {
 			po, err = hold(ctx, tx, po)
 		}
@@ -147,7 +146,7 @@ func storedPayoutAnswer(ctx context.Context, q database.Querier, s idempotency.S
 }
 
 // endPayout sets payout id's status, the time column of it, and the reason.
-func endPayout(ctx context.Context, tx pgx.Tx, id string, status payout.Status, at, reason string) (Payout, error) {
+func endPayout(ctx context.Context, tx pgx.Tx, id string, status PayoutStatus, at, reason string) (Payout, error) {
 	return scanPayout(tx.QueryRow(ctx, `
 		UPDATE payouts SET status = $2, `+at+` = now(), failure_reason = COALESCE(NULLIF($3, ''), failure_reason)
 		WHERE id = $1 RETURNING `+payoutColumns, id, status, reason))
@@ -178,7 +177,7 @@ func (l *Ledger) RecordBankPayment(ctx context.Context, id, paymentID string) er
 // is applied once, however often it is told.
 func (l *Ledger) SettlePayout(ctx context.Context, id string, paid bool, reason string) (po Payout, err error) {
 	err = l.change(ctx, func(tx pgx.Tx, o *outbox) error {
-		if po, err = lockPayout(ctx, tx, id); err != nil || po.Status != payout.Processing {
+		if po, err = lockPayout(ctx, tx, id); err != nil || po.Status != PayoutProcessing {
 			return err
 		}
 		if paid {
@@ -187,7 +186,7 @@ func (l *Ledger) SettlePayout(ctx context.Context, id string, paid bool, reason 
 				Description: "payout " + po.ID, Kind: KindPayout}, nil); err != nil {
 				return err
 			}
-			po, err = endPayout(ctx, tx, id, payout.Paid, "paid_at", "")
+			po, err = endPayout(ctx, tx, id, PayoutPaid, "paid_at", "")
 			o.payout(po)
 			return err
 		}
@@ -196,7 +195,7 @@ func (l *Ledger) SettlePayout(ctx context.Context, id string, paid bool, reason 
 			UPDATE accounts a SET held_minor = held_minor - h.amount_minor FROM h WHERE a.id = h.account_id`, id); err != nil {
 			return err
 		}
-		po, err = endPayout(ctx, tx, id, payout.Failed, "failed_at", reason)
+		po, err = endPayout(ctx, tx, id, PayoutFailed, "failed_at", reason)
 		o.payout(po)
 		return err
 	})
@@ -209,10 +208,10 @@ func (l *Ledger) SettlePayout(ctx context.Context, id string, paid bool, reason 
 // under the payout's row lock the first credits it and the others find it returned.
 func (l *Ledger) ReturnPayout(ctx context.Context, id, reason string) (po Payout, err error) {
 	err = l.change(ctx, func(tx pgx.Tx, o *outbox) error {
-		if po, err = lockPayout(ctx, tx, id); err != nil || po.Status == payout.Returned {
+		if po, err = lockPayout(ctx, tx, id); err != nil || po.Status == PayoutReturned {
 			return err
 		}
-		if po.Status != payout.Paid {
+		if po.Status != PayoutPaid {
 			return fmt.Errorf("%w: payout %s is %s, not paid", ErrInvalidPosting, id, po.Status)
 		}
 		if _, _, err := post(ctx, tx, o, Posting{TransferID: ReturnID(po.ID), WorkflowID: po.WorkflowID,
@@ -220,7 +219,7 @@ func (l *Ledger) ReturnPayout(ctx context.Context, id, reason string) (po Payout
 			Description: "return of payout " + po.ID, Kind: KindReturn}, nil); err != nil {
 			return err
 		}
-		po, err = endPayout(ctx, tx, id, payout.Returned, "returned_at", reason)
+		po, err = endPayout(ctx, tx, id, PayoutReturned, "returned_at", reason)
 		o.payout(po)
 		return err
 	})

@@ -14,7 +14,6 @@ import (
 
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
-	"github.com/payments/payments/internal/transfer"
 )
 
 // Posting is one transfer to post. TransferID and WorkflowID are derived from Scope.
@@ -172,9 +171,9 @@ func post(ctx context.Context, tx pgx.Tx, o *outbox, p Posting, answer Answer) (
 		reason, err = moveMoney(ctx, tx, p, t)
 	}
 	if err == nil && reason != "" {
-		t, err = finish(ctx, tx, t.ID, transfer.Rejected, reason)
+		t, err = finish(ctx, tx, t.ID, TransferRejected, reason)
 	} else if err == nil {
-		t, err = finish(ctx, tx, t.ID, transfer.Completed, "")
+		t, err = finish(ctx, tx, t.ID, TransferCompleted, "")
 	}
 	if err != nil || !p.answered() {
 		return t, idempotency.Response{}, err
@@ -246,7 +245,7 @@ func refundable(ctx context.Context, tx pgx.Tx, r Transfer, remaining bool) (Tra
 		return r, "", err
 	case t.Kind != KindTransfer || t.FromAccountID != r.ToAccountID || t.ToAccountID != r.FromAccountID || t.Currency != r.Currency:
 		return r, "", fmt.Errorf("%w: refund %s does not reverse transfer %s", ErrInvalidPosting, r.ID, t.ID)
-	case t.Status != transfer.Completed:
+	case t.Status != TransferCompleted:
 		return r, ReasonNotRefundable, nil
 	case left <= 0 || (!remaining && left < r.AmountMinor):
 		return r, ReasonRefundExceeds, nil
@@ -310,7 +309,7 @@ func move(ctx context.Context, tx pgx.Tx, t Transfer, fromAfter, toAfter, releas
 	return err
 }
 
-func finish(ctx context.Context, q database.Querier, id string, status transfer.Status, reason string) (Transfer, error) {
+func finish(ctx context.Context, q database.Querier, id string, status TransferStatus, reason string) (Transfer, error) {
 	return scanTransfer(q.QueryRow(ctx, `
 		UPDATE transfers SET status = $2, completed_at = now(), failure_reason = NULLIF($3, '')
 		WHERE id = $1
@@ -326,7 +325,7 @@ func finish(ctx context.Context, q database.Querier, id string, status transfer.
 // money; a new run of the same workflow ID can still post it.
 func (l *Ledger) MarkFailed(ctx context.Context, id, run, reason string) (t Transfer, err error) {
 	err = l.change(ctx, func(tx pgx.Tx, o *outbox) error {
-		var was transfer.Status
+		var was TransferStatus
 		t, err = scanTransfer(tx.QueryRow(ctx, `
 			UPDATE transfers t SET status = 'failed', completed_at = now(),
 				failure_reason = CASE WHEN $2::text = ANY(t.failed_runs) THEN t.failure_reason ELSE $3 END,
@@ -339,7 +338,7 @@ func (l *Ledger) MarkFailed(ctx context.Context, id, run, reason string) (t Tran
 			t, err = scanTransfer(tx.QueryRow(ctx, `SELECT `+transferColumns+` FROM transfers WHERE id = $1 AND kind IN ('transfer', 'refund')`, id))
 			return err
 		}
-		if err == nil && was == transfer.Pending {
+		if err == nil && was == TransferPending {
 			o.posting(t)
 		}
 		return err

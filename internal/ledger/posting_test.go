@@ -21,8 +21,7 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
-	"github.com/payments/payments/internal/testenv"
-	"github.com/payments/payments/internal/transfer"
+	"github.com/payments/payments/rig/testenv"
 )
 
 var l *ledger.Ledger
@@ -110,12 +109,12 @@ func TestRefundsPostWithinTheTransfer(t *testing.T) {
 	first := refund(tr, 400)
 	for range 2 {
 		r, resp, err := l.Post(ctx, first, api.TransferAnswer)
-		if err != nil || r.Status != transfer.Completed || resp.Status != 201 || r.RefundOf == nil || *r.RefundOf != tr.TransferID {
+		if err != nil || r.Status != ledger.TransferCompleted || resp.Status != 201 || r.RefundOf == nil || *r.RefundOf != tr.TransferID {
 			t.Fatalf("refund: %+v %d %v", r, resp.Status, err)
 		}
 	}
 	over := refund(tr, 201)
-	if r, resp, err := l.Post(ctx, over, api.TransferAnswer); err != nil || r.Status != transfer.Rejected ||
+	if r, resp, err := l.Post(ctx, over, api.TransferAnswer); err != nil || r.Status != ledger.TransferRejected ||
 		*r.FailureReason != ledger.ReasonRefundExceeds || resp.Status != 422 {
 		t.Fatalf("refund past the amount: %+v %d %v", r, resp.Status, err)
 	}
@@ -159,11 +158,11 @@ func TestARefundOfAllThatRemainsTakesWhatRemainsWhenItPosts(t *testing.T) {
 		return r
 	}
 	rest := claim(100)
-	if r, _, err := l.Post(ctx, refund(tr, 60), api.TransferAnswer); err != nil || r.Status != transfer.Completed {
+	if r, _, err := l.Post(ctx, refund(tr, 60), api.TransferAnswer); err != nil || r.Status != ledger.TransferCompleted {
 		t.Fatalf("refund of 60: %+v %v", r, err)
 	}
 	r, resp, err := l.Post(ctx, rest, api.TransferAnswer)
-	if err != nil || r.Status != transfer.Completed || r.AmountMinor != 40 || resp.Status != 201 {
+	if err != nil || r.Status != ledger.TransferCompleted || r.AmountMinor != 40 || resp.Status != 201 {
 		t.Fatalf("refund of the rest: %+v %d %s %v; want 40 completed", r, resp.Status, resp.Body, err)
 	}
 	var answered struct {
@@ -181,7 +180,7 @@ func TestARefundOfAllThatRemainsTakesWhatRemainsWhenItPosts(t *testing.T) {
 
 	none := claim(100)
 	r, resp, err = l.Post(ctx, none, api.TransferAnswer)
-	if err != nil || r.Status != transfer.Rejected || r.FailureReason == nil || *r.FailureReason != ledger.ReasonRefundExceeds || resp.Status != 422 {
+	if err != nil || r.Status != ledger.TransferRejected || r.FailureReason == nil || *r.FailureReason != ledger.ReasonRefundExceeds || resp.Status != 422 {
 		t.Fatalf("a refund of the rest when nothing remains: %+v %d %v", r, resp.Status, err)
 	}
 	if stored, err := ledger.StoredAnswer(ctx, l.DB, none.Scope, r, api.TransferAnswer); err != nil || string(stored.Body) != string(resp.Body) {
@@ -233,7 +232,7 @@ func TestConcurrentRefundsInTheLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 50
-	statuses := make([]transfer.Status, n)
+	statuses := make([]ledger.TransferStatus, n)
 	reasons := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -253,9 +252,9 @@ func TestConcurrentRefundsInTheLedger(t *testing.T) {
 	completed, exceeded := 0, 0
 	for i := range n {
 		switch {
-		case statuses[i] == transfer.Completed:
+		case statuses[i] == ledger.TransferCompleted:
 			completed++
-		case statuses[i] == transfer.Rejected && reasons[i] == ledger.ReasonRefundExceeds:
+		case statuses[i] == ledger.TransferRejected && reasons[i] == ledger.ReasonRefundExceeds:
 			exceeded++
 		}
 	}
@@ -291,7 +290,7 @@ func TestARefundsClaimIsNeverPostedAsATransfer(t *testing.T) {
 	}
 	// Its own run, which knows it is a refund, then refuses it for what it is: more than the
 	// transfer moved. (Left pending, the claim would be for the recovery pass to run.)
-	if got, _, err := l.Post(ctx, r, api.TransferAnswer); err != nil || got.Status != transfer.Rejected {
+	if got, _, err := l.Post(ctx, r, api.TransferAnswer); err != nil || got.Status != ledger.TransferRejected {
 		t.Fatalf("the refund itself: %+v %v", got, err)
 	}
 }
@@ -318,11 +317,11 @@ func TestPostingTwicePostsOnce(t *testing.T) {
 	a, b := account(t, "USD", 1_000), account(t, "USD", 0)
 	p := posting(a, b, 300)
 	first, r1, err := l.Post(context.Background(), p, api.TransferAnswer)
-	if err != nil || first.Status != transfer.Completed {
+	if err != nil || first.Status != ledger.TransferCompleted {
 		t.Fatalf("first: %v %v", first.Status, err)
 	}
 	second, r2, err := l.Post(context.Background(), p, api.TransferAnswer)
-	if err != nil || second.Status != transfer.Completed || string(r1.Body) != string(r2.Body) {
+	if err != nil || second.Status != ledger.TransferCompleted || string(r1.Body) != string(r2.Body) {
 		t.Fatalf("second: %v %v", second.Status, err)
 	}
 	if balance(t, a) != 700 || balance(t, b) != 300 || entries(t, p.TransferID) != 2 {
@@ -359,7 +358,7 @@ func TestInsufficientFundsRejectsAndStoresTheAnswer(t *testing.T) {
 	a, b := account(t, "USD", 50), account(t, "USD", 0)
 	p := posting(a, b, 51)
 	tr, resp, err := l.Post(context.Background(), p, api.TransferAnswer)
-	if err != nil || tr.Status != transfer.Rejected || resp.Status != 422 {
+	if err != nil || tr.Status != ledger.TransferRejected || resp.Status != 422 {
 		t.Fatalf("%v %d %v", tr.Status, resp.Status, err)
 	}
 	if balance(t, a) != 50 || entries(t, p.TransferID) != 0 {
@@ -368,7 +367,7 @@ func TestInsufficientFundsRejectsAndStoresTheAnswer(t *testing.T) {
 	// Funds arriving later do not turn a final rejection into a posting.
 	deposit(t, a, 1)
 	tr, _, err = l.Post(context.Background(), p, api.TransferAnswer)
-	if err != nil || tr.Status != transfer.Rejected {
+	if err != nil || tr.Status != ledger.TransferRejected {
 		t.Fatalf("status %s after re-post: %v", tr.Status, err)
 	}
 	if balance(t, a) != 51 || entries(t, p.TransferID) != 0 {
@@ -411,7 +410,7 @@ func TestMarkFailedNeverUndoesAPosting(t *testing.T) {
 	}
 	// The posting committed but its result was lost, and the run gave up: the ledger keeps the truth.
 	tr, err := l.MarkFailed(context.Background(), p.TransferID, "run-1", "lost result")
-	if err != nil || tr.Status != transfer.Completed || tr.FailureReason != nil {
+	if err != nil || tr.Status != ledger.TransferCompleted || tr.FailureReason != nil {
 		t.Fatalf("transfer %s (%v), want completed: %v", tr.Status, tr.FailureReason, err)
 	}
 	if balance(t, a) != 60 || entries(t, p.TransferID) != 2 {
@@ -423,7 +422,7 @@ func TestMarkFailedNeverUndoesAPosting(t *testing.T) {
 	if err := ledger.InsertPending(context.Background(), l.DB, q); err != nil {
 		t.Fatal(err)
 	}
-	if tr, err := l.MarkFailed(context.Background(), q.TransferID, "run-1", "database down"); err != nil || tr.Status != transfer.Failed {
+	if tr, err := l.MarkFailed(context.Background(), q.TransferID, "run-1", "database down"); err != nil || tr.Status != ledger.TransferFailed {
 		t.Fatalf("status %s (%v), want failed", tr.Status, err)
 	}
 	// The run that gave up cannot post it any more (its client was told no money moved); a
@@ -433,7 +432,7 @@ func TestMarkFailedNeverUndoesAPosting(t *testing.T) {
 		t.Fatalf("posting by the run that gave up: %v, %d entries", err, entries(t, q.TransferID))
 	}
 	q.RunID = "run-2"
-	if tr, _, err := l.Post(context.Background(), q, api.TransferAnswer); err != nil || tr.Status != transfer.Completed || entries(t, q.TransferID) != 2 {
+	if tr, _, err := l.Post(context.Background(), q, api.TransferAnswer); err != nil || tr.Status != ledger.TransferCompleted || entries(t, q.TransferID) != 2 {
 		t.Fatalf("re-run after failure: %s %v", tr.Status, err)
 	}
 	// Marking a transfer nobody inserted is harmless.

@@ -14,7 +14,6 @@ import (
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
-	"github.com/payments/payments/internal/transfer"
 )
 
 // Check is one ledger invariant and what breaks it.
@@ -29,7 +28,7 @@ type Check struct {
 // Report is the outcome of Reconcile.
 type Report struct {
 	Accounts, Transfers, Entries int64
-	ByStatus                     map[transfer.Status]int64
+	ByStatus                     map[TransferStatus]int64
 	Checks                       []Check
 	// StalePending are transfers pending for more than PendingBound: not a broken invariant (no
 	// money moved), but a sign that the recovery Schedule is not running, or that a run has been
@@ -70,8 +69,8 @@ func Reconcile(ctx context.Context, q database.Querier, ttl time.Duration, state
 		return r, err
 	}
 	rows, _ := q.Query(ctx, `SELECT status, count(*) FROM transfers GROUP BY status`)
-	r.ByStatus = map[transfer.Status]int64{}
-	var status transfer.Status
+	r.ByStatus = map[TransferStatus]int64{}
+	var status TransferStatus
 	var n int64
 	if _, err := pgx.ForEachRow(rows, []any{&status, &n}, func() error { r.ByStatus[status] = n; return nil }); err != nil {
 		return r, err
@@ -235,7 +234,7 @@ func scopeViolations(workflowID string, ids, statuses []string, created []time.T
 		if scope.Key != "" && !uses[id] {
 			found = append(found, fmt.Sprintf("transfer %s under %s is none of the scope's %d uses", id, workflowID, len(ids)))
 		}
-		if statuses[i] != string(transfer.Completed) {
+		if statuses[i] != string(TransferCompleted) {
 			continue
 		}
 		if lastMoved != nil && created[i].Before(lastMoved.Add(ttl)) {
@@ -335,11 +334,11 @@ func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 		var ok bool
 		switch code {
 		case 201: // created: the account or webhook endpoint; the transfer, completed; the payout, processing then
-			ok = answer.ID == resource && (state == "open" || state == string(transfer.Completed) && answer.Status == state ||
+			ok = answer.ID == resource && (state == "open" || state == string(TransferCompleted) && answer.Status == state ||
 				route == idempotency.RoutePayouts && answer.Status == "processing" && state != "missing" && !strings.Contains(state, "insufficient"))
 		case 422: // insufficient funds: the transfer rejected, the payout refused; a refund refused for its reason
 			ok = named == resource && refusal != "" && strings.HasSuffix(answer.Type, refusal) &&
-				(state == string(transfer.Rejected) || state == "failed (insufficient funds)")
+				(state == string(TransferRejected) || state == "failed (insufficient funds)")
 		}
 		if !ok {
 			found = append(found, fmt.Sprintf("%s answers %d %s, but %s is %s", scope, code, body, resource, state))
@@ -486,8 +485,8 @@ func agreesWithBank(ctx context.Context, q database.Querier, statement []bank.Pa
 // Print writes the report for a person to read.
 func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "Ledger: %d accounts, %d transfers (%d completed, %d rejected, %d failed, %d pending), %d entries\n",
-		r.Accounts, r.Transfers, r.ByStatus[transfer.Completed], r.ByStatus[transfer.Rejected], r.ByStatus[transfer.Failed],
-		r.ByStatus[transfer.Pending], r.Entries)
+		r.Accounts, r.Transfers, r.ByStatus[TransferCompleted], r.ByStatus[TransferRejected], r.ByStatus[TransferFailed],
+		r.ByStatus[TransferPending], r.Entries)
 	broken, unchecked := 0, 0
 	for _, c := range r.Checks {
 		if c.Unchecked != "" {

@@ -15,7 +15,6 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
-	"github.com/payments/payments/internal/payout"
 )
 
 // broken reconciles inside tx and returns the ids of the broken invariants.
@@ -163,7 +162,7 @@ func TestReconcileFindsBrokenPayinsPayoutsAndHolds(t *testing.T) {
 	if err := l.RecordBankPayment(ctx, paid, "pay_"+paid); err != nil {
 		t.Fatal(err)
 	}
-	if po, err := l.SettlePayout(ctx, paid, true, ""); err != nil || po.Status != payout.Paid {
+	if po, err := l.SettlePayout(ctx, paid, true, ""); err != nil || po.Status != ledger.PayoutPaid {
 		t.Fatalf("settle: %+v, %v", po, err)
 	}
 	held := heldPayout(t, a, 300)
@@ -218,7 +217,7 @@ func heldPayout(t *testing.T, account string, amount int64) string {
 		Destination: bank.Destination{AccountNumber: "000123456789", BankCode: "021000021"}, WorkflowID: scope.WorkflowID()}); err != nil {
 		t.Fatal(err)
 	}
-	if po, _, err := l.PlaceHold(ctx, id, scope, ttl, api.PayoutAnswer); err != nil || po.Status != payout.Processing {
+	if po, _, err := l.PlaceHold(ctx, id, scope, ttl, api.PayoutAnswer); err != nil || po.Status != ledger.PayoutProcessing {
 		t.Fatalf("hold: %+v, %v", po, err)
 	}
 	return id

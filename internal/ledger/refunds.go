@@ -3,24 +3,22 @@ package ledger
 import (
 	"context"
 	"time"
-
-	"github.com/payments/payments/internal/transfer"
 )
 
 // Refund is a refund as the API shows it (docs/contract.md §8). The ledger holds it as a
 // posting of KindRefund: money back from its transfer's destination to its source.
 type Refund struct {
-	ID            string          `json:"id"`
-	TransferID    string          `json:"transfer_id"`
-	AmountMinor   int64           `json:"amount_minor"`
-	Currency      string          `json:"currency"`
-	Status        transfer.Status `json:"status"`
-	Description   string          `json:"description"`
-	Metadata      Metadata        `json:"metadata"`
-	WorkflowID    string          `json:"workflow_id"`
-	CreatedAt     time.Time       `json:"created_at"`
-	CompletedAt   *time.Time      `json:"completed_at"`
-	FailureReason *string         `json:"failure_reason"`
+	ID            string         `json:"id"`
+	TransferID    string         `json:"transfer_id"`
+	AmountMinor   int64          `json:"amount_minor"`
+	Currency      string         `json:"currency"`
+	Status        TransferStatus `json:"status"`
+	Description   string         `json:"description"`
+	Metadata      Metadata       `json:"metadata"`
+	WorkflowID    string         `json:"workflow_id"`
+	CreatedAt     time.Time      `json:"created_at"`
+	CompletedAt   *time.Time     `json:"completed_at"`
+	FailureReason *string        `json:"failure_reason"`
 }
 
 // RefundView is the refund that posting r (of KindRefund) is.

@@ -1,0 +1,117 @@
+// Package app assembles the payment processor from its parts, in one place for the payments
+// command and the tests alike: the ledger, the transfers service, the worker with its
+// activities, and the HTTP API, wired to one database and one Temporal client.
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/payments/payments/activities"
+	"github.com/payments/payments/api"
+	"github.com/payments/payments/deliveries"
+	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/config"
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/operation"
+	"github.com/payments/payments/internal/webhook"
+	"github.com/payments/payments/payins"
+	"github.com/payments/payments/payouts"
+	"github.com/payments/payments/transfers"
+	"github.com/payments/payments/worker"
+)
+
+// Settings are the knobs of the configuration that shape the parts (README, "Configuration").
+type Settings struct {
+	SyncWait time.Duration // PAYMENTS_SYNC_WAIT
+	TTL      time.Duration // PAYMENTS_IDEMPOTENCY_TTL
+	RetryFor time.Duration // PAYMENTS_TRANSFER_RETRY_FOR
+	Bank     config.Bank
+	Webhooks config.Webhooks
+}
+
+// App is the system's parts on one database and one Temporal client.
+type App struct {
+	Ledger    *ledger.Ledger
+	Temporal  client.Client
+	Transfers *transfers.Service
+	Payouts   *payouts.Service
+	Payins    *payins.Service
+	Webhooks  *deliveries.Service
+	Bank      bank.Rail
+	settings  Settings
+	log       *slog.Logger
+	listener  *operation.Listener
+}
+
+// New assembles the parts on db and c. listener, when not nil, is shared by a worker and an API
+// running in this process on c (`payments serve`): the API then starts workflows eagerly on
+// that worker and answers as soon as their posting commits here. Pass nil otherwise.
+func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listener *operation.Listener) *App {
+	if s.Webhooks.Timeout <= 0 {
+		s.Webhooks.Timeout = 10 * time.Second
+	}
+	l := &ledger.Ledger{DB: db}
+	hooks := &deliveries.Service{Ledger: l, Temporal: c, RetryFor: s.Webhooks.RetryFor, Log: log}
+	l.Wake = hooks.Wake
+	return &App{
+		Ledger: l, Temporal: c, settings: s, log: log, listener: listener,
+		Transfers: &transfers.Service{
+			Ledger: l, Temporal: c, Answer: api.TransferAnswer,
+			SyncWait: s.SyncWait, TTL: s.TTL, RetryFor: s.RetryFor,
+			Eager: listener != nil, Listener: listener,
+		},
+		Payouts: &payouts.Service{
+			Ledger: l, Temporal: c, SyncWait: s.SyncWait, TTL: s.TTL, RetryFor: s.RetryFor,
+			BankRetryFor: s.Bank.RetryFor, PollAfter: s.Bank.PollAfter, ReturnWindow: s.Bank.ReturnWindow,
+			Eager: listener != nil, Listener: listener,
+		},
+		Payins:   &payins.Service{Temporal: c, RetryFor: s.RetryFor},
+		Webhooks: hooks,
+		Bank:     &bank.HTTP{BaseURL: s.Bank.URL},
+	}
+}
+
+// Worker returns a worker for the task queue with every workflow and activity registered; the
+// caller starts and stops it.
+func (a *App) Worker() sdkworker.Worker {
+	acts := &activities.Activities{Ledger: a.Ledger, Answer: api.TransferAnswer, PayoutAnswer: api.PayoutAnswer,
+		Bank: a.Bank, Stale: stale{a.Transfers, a.Payouts, a.Webhooks},
+		Webhooks: a.policy().Client(a.settings.Webhooks.Timeout)}
+	if a.listener != nil {
+		acts.OnAnswer = a.listener
+	}
+	return worker.New(a.Temporal, acts)
+}
+
+// Server returns the HTTP API.
+func (a *App) Server() *api.Server {
+	return &api.Server{DB: a.Ledger.DB, Ledger: a.Ledger, Transfers: a.Transfers, Payouts: a.Payouts, Payins: a.Payins,
+		Webhooks: a.Webhooks, WebhookURLs: a.policy(), Temporal: a.Temporal, BankSecret: []byte(a.settings.Bank.Secret), TTL: a.settings.TTL, Log: a.log}
+}
+
+// policy is where webhooks may be sent (PAYMENTS_WEBHOOK_ALLOW_INSECURE).
+func (a *App) policy() webhook.Policy {
+	return webhook.Policy{AllowInsecure: a.settings.Webhooks.AllowInsecure, LoopbackOnly: a.settings.Webhooks.LoopbackOnly}
+}
+
+// stale is what the recovery pass resolves: the transfers, then the payouts, left pending, and
+// the webhook endpoints behind.
+type stale []activities.StaleResolver
+
+func (s stale) ResolveStale(ctx context.Context, olderThan time.Duration) (activities.StaleResult, error) {
+	var sum activities.StaleResult
+	var errs []error
+	for _, r := range s { // the payouts are resolved even when some transfers could not be
+		res, err := r.ResolveStale(ctx, olderThan)
+		sum = sum.Plus(res)
+		errs = append(errs, err)
+	}
+	return sum, errors.Join(errs...)
+}

@@ -1,0 +1,191 @@
+// Package deliveries runs the delivery of events to clients' webhook endpoints: one workflow per
+// endpoint (webhook-delivery/<endpoint id>) drains the endpoint's outbox, which the ledger fills
+// in the transaction of each change (docs/contract.md §7, ADR 0009).
+package deliveries
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/operation"
+	"github.com/payments/payments/workflows"
+)
+
+// Service starts, wakes, stops and re-runs the endpoints' delivery workflows.
+type Service struct {
+	Ledger   *ledger.Ledger
+	Temporal client.Client
+	RetryFor time.Duration // PAYMENTS_WEBHOOK_RETRY_FOR
+	Log      *slog.Logger
+
+	mu     sync.Mutex
+	waking map[string]bool // endpoints with a wake signal on its way; true: send another after it
+}
+
+// WorkflowID is the ID of endpoint's delivery workflow.
+func WorkflowID(endpointID string) string { return "webhook-delivery/" + endpointID }
+
+// Options are a delivery run's: one per endpoint. A run that failed (gave up on an event) may
+// run again, by `payments rerun failed`; one that ended because the endpoint was deleted may not.
+func (s *Service) Options(endpointID string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       WorkflowID(endpointID),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes:    workflows.WebhookSearchAttributes(endpointID),
+		StaticSummary:            "webhook deliveries to endpoint " + endpointID,
+	}
+}
+
+func (s *Service) input(endpointID string) workflows.WebhookInput {
+	return workflows.WebhookInput{EndpointID: endpointID, RetryFor: activities.Duration(s.RetryFor)}
+}
+
+// Start starts endpoint's delivery workflow, unless a run of it exists: running (it is joined),
+// or ended (gave up: for `payments rerun failed`; canceled: the endpoint is deleted).
+func (s *Service) Start(ctx context.Context, endpointID string) error {
+	_, err := s.start(ctx, endpointID)
+	return err
+}
+
+// start is Start, saying what it did: "started" (or joined a run going), or "stopped" (the
+// latest run ended).
+func (s *Service) start(ctx context.Context, endpointID string) (string, error) {
+	opts := s.Options(endpointID)
+	opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
+	_, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.WebhookDelivery, s.input(endpointID))
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case errors.As(err, &already):
+		return "stopped", nil
+	case err != nil:
+		return "", operation.TemporalError(err)
+	}
+	return "started", nil
+}
+
+// ensure wakes endpoint's delivery workflow, and starts it when it has never run (its start
+// after the endpoint was created did not happen). It says which: "running", "started", or
+// "stopped" (the latest run ended: gave up, or canceled).
+func (s *Service) ensure(ctx context.Context, endpointID string) (string, error) {
+	err := s.Temporal.SignalWorkflow(ctx, WorkflowID(endpointID), "", workflows.WakeSignal, nil)
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return s.start(ctx, endpointID)
+	}
+	return "running", operation.TemporalError(err)
+}
+
+// Wake tells the delivery workflows of endpoints that new events wait for them (the ledger's
+// Wake, after a commit). It returns at once: the signals go in the background, at most one at
+// a time per endpoint, so that a burst of events costs a few signals, not one per event. One
+// that is lost (this process stops, Temporal is unreachable) is made up for by the recovery
+// pass (ResolveStale).
+func (s *Service) Wake(endpointIDs []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waking == nil {
+		s.waking = map[string]bool{}
+	}
+	for _, id := range endpointIDs {
+		if _, sending := s.waking[id]; sending {
+			s.waking[id] = true
+			continue
+		}
+		s.waking[id] = false
+		go s.signal(id)
+	}
+}
+
+func (s *Service) signal(id string) {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := s.ensure(ctx, id)
+		cancel()
+		if err != nil && s.Log != nil {
+			s.Log.Warn("waking a webhook delivery workflow failed; the recovery pass will", "endpoint", id, "err", err)
+		}
+		s.mu.Lock()
+		again := s.waking[id]
+		if !again {
+			delete(s.waking, id)
+			s.mu.Unlock()
+			return
+		}
+		s.waking[id] = false
+		s.mu.Unlock()
+		time.Sleep(wakeEvery) // the run is busy delivering: what commits meanwhile it reads anyway
+	}
+}
+
+// wakeEvery spaces the wake signals of one endpoint from one process: at most one in flight,
+// and then at most one per wakeEvery, so a run's signals stay far below Temporal's limit.
+const wakeEvery = 100 * time.Millisecond
+
+// Delete deletes ownerID's endpoint id: its pending deliveries are canceled in the ledger, then
+// its delivery run is canceled (it would stop at its next batch anyway). ledger.ErrNotFound
+// when ownerID has no such endpoint.
+func (s *Service) Delete(ctx context.Context, ownerID, id string) error {
+	if err := s.Ledger.DeleteEndpoint(ctx, ownerID, id); err != nil {
+		return err
+	}
+	err := s.Temporal.CancelWorkflow(ctx, WorkflowID(id), "")
+	var notFound *serviceerror.NotFound
+	if err != nil && !errors.As(err, &notFound) && s.Log != nil {
+		s.Log.Warn("canceling a deleted endpoint's delivery run failed; it stops at its next batch", "endpoint", id, "err", err)
+	}
+	return nil
+}
+
+// ResolveStale makes sure the endpoints with deliveries pending for longer than olderThan have
+// their delivery run going: woken, or started if it never ran. A run that gave up (or was
+// canceled from the UI) is counted as stopped and left to `payments rerun failed` or a Reset.
+func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (activities.StaleResult, error) {
+	var res activities.StaleResult
+	ids, err := s.Ledger.EndpointsBehind(ctx, olderThan)
+	if err != nil {
+		return res, err
+	}
+	var errs []error
+	for _, id := range ids {
+		outcome, err := s.ensure(ctx, id)
+		switch {
+		case err != nil:
+			res.Errors++
+			errs = append(errs, fmt.Errorf("endpoint %s: %w", id, err))
+		case outcome == "started":
+			res.Started++
+		case outcome == "stopped":
+			res.Stopped++
+		default:
+			res.Running++
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// RerunFailed finds the delivery workflows whose latest run failed (gave up on an event), was
+// terminated or timed out, and starts each again: from the event it stopped at, with a new
+// PAYMENTS_WEBHOOK_RETRY_FOR. A run of a deleted endpoint ends at once.
+func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(operation.Rerun)) error {
+	return operation.EachFailed(ctx, s.Temporal, "WebhookDelivery", since, func(id string) {
+		_, r := operation.Restart(ctx, s.Temporal, id, func(input func(any) error) (operation.Operation, error) {
+			var in workflows.WebhookInput
+			err := input(&in)
+			in = s.input(in.EndpointID)
+			return operation.Operation{Options: s.Options(in.EndpointID), Workflow: workflows.WebhookDelivery, Input: in, ID: in.EndpointID}, err
+		})
+		report(r)
+	})
+}

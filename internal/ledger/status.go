@@ -1,0 +1,53 @@
+package ledger
+
+// The states a transfer and a payout go through: one type each, used by the ledger that stores
+// them, the workflows that show them in the Temporal UI (search attributes TransferStatus and
+// PayoutStatus), the API that answers with them and the commands that report them.
+
+// TransferStatus is where a transfer (or a refund) stands.
+type TransferStatus string
+
+const (
+	// TransferPending: claimed, not yet posted. Its workflow is starting, waiting for a worker,
+	// or retrying the posting.
+	TransferPending TransferStatus = "pending"
+	// TransferPosting: only in the Temporal UI. The ledger transaction has been running for a
+	// while, waiting on PostgreSQL or on an account's lock.
+	TransferPosting TransferStatus = "posting"
+	// TransferCompleted: posted; the money moved. Final.
+	TransferCompleted TransferStatus = "completed"
+	// TransferRejected: not enough funds; no money moved. Final, like TransferCompleted.
+	TransferRejected TransferStatus = "rejected"
+	// TransferFailed: its run gave up (retries spent, terminated, timed out); no money moved.
+	// Not final: a new run of the same workflow ID may still post it.
+	TransferFailed TransferStatus = "failed"
+)
+
+// Final reports whether s will never change again.
+func (s TransferStatus) Final() bool { return s == TransferCompleted || s == TransferRejected }
+
+// PayoutStatus is where a payout stands (docs/contract.md §6).
+type PayoutStatus string
+
+const (
+	// PayoutProcessing: accepted; its money is held (or being held); the bank has it, or will.
+	PayoutProcessing PayoutStatus = "processing"
+	// PayoutPaid: the bank paid it; the hold became a posting to the bank's settlement account.
+	PayoutPaid PayoutStatus = "paid"
+	// PayoutFailed: refused for insufficient funds, or failed at the bank; its hold, if any,
+	// released.
+	PayoutFailed PayoutStatus = "failed"
+	// PayoutReturned: paid, then sent back by the beneficiary's bank; the money is credited back.
+	PayoutReturned PayoutStatus = "returned"
+)
+
+// In the Temporal UI only, where a payout's run is: what it waits for.
+const (
+	PayoutHolding      PayoutStatus = "holding"       // holding the money
+	PayoutSending      PayoutStatus = "sending"       // giving the instruction to the bank
+	PayoutAwaitingBank PayoutStatus = "awaiting_bank" // waiting for the bank's outcome
+	// PayoutBankMismatch: the bank holds, under the payout's key, a payment that is not the
+	// payout's (another amount, currency, destination or reference). Nothing is settled; the run
+	// waits for a person (docs/runbook.md).
+	PayoutBankMismatch PayoutStatus = "bank_mismatch"
+)

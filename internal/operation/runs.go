@@ -1,0 +1,195 @@
+// Package runs starts and finds the Temporal run of an operation claimed under an idempotency
+// scope (a transfer, a payout): the workflow ID is the scope's, and a run is this operation's
+// only if its memo names the operation. Transfers and payouts share it.
+package operation
+
+import (
+	"context"
+	"errors"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/payments/payments/internal/outage"
+)
+
+// Operation is an operation to run once under a workflow ID.
+type Operation struct {
+	Client   client.Client
+	Options  client.StartWorkflowOptions // ID, task queue, attributes; Start adds the memo
+	Workflow any
+	Input    any
+	MemoKey  string // the memo field naming the operation, e.g. "transfer_id"
+	ID       string // the operation's id (a transfer's, a payout's), the memo's value
+	// Lock runs f while holding the lock of the operation's claim, so that of the starters of
+	// one use of a key, one starts its run after an earlier use's.
+	Lock func(ctx context.Context, f func() error) error
+	// Unclaim withdraws the operation's claim when its run cannot start because a run of an
+	// earlier use of the key is still open: the caller is told nothing was done (InUseError),
+	// and nothing later runs it behind the caller's back.
+	Unclaim func(ctx context.Context) error
+}
+
+// InUseError is an operation whose workflow ID is taken: by its own run still going after the
+// wait (the first request's), or, when EarlierUse is set, by a run of an earlier use of the key
+// that is still open. Nothing was done for this request; it may be sent again.
+type InUseError struct {
+	ID, WorkflowID string
+	EarlierUse     bool
+}
+
+func (e *InUseError) Error() string {
+	if e.EarlierUse {
+		return "workflow " + e.WorkflowID + " is still running an earlier use of the key"
+	}
+	return e.ID + " is still being processed"
+}
+
+// Start starts the operation's run, or finds it: a run already there under the workflow ID (a
+// concurrent duplicate's, or a completed one) is the operation's only if its memo names the
+// operation. A run of an earlier use of the key is never joined: while it is still open (held
+// by a worker that stopped, a payout waiting out its return window, or re-opened by a UI Reset)
+// this use is refused (InUseError) and its claim withdrawn (Unclaim); once that run has closed,
+// this use's run starts after it.
+func (o Operation) Start(ctx context.Context) (client.WorkflowRun, error) {
+	run, err := o.Client.ExecuteWorkflow(ctx, o.StartOptions(), o.Workflow, o.Input)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if !errors.As(err, &already) {
+		return run, TemporalError(err)
+	}
+	run, err = o.existingRun(ctx)
+	var inUse *InUseError
+	if errors.As(err, &inUse) && inUse.EarlierUse && o.Unclaim != nil {
+		if uerr := o.Unclaim(ctx); uerr != nil {
+			return nil, uerr
+		}
+	}
+	return run, err
+}
+
+// StartOptions are the options the run starts with: the memo naming the operation, and never
+// joining a run already there.
+func (o Operation) StartOptions() client.StartWorkflowOptions {
+	opts := o.Options
+	if o.MemoKey != "" {
+		memo := map[string]any{o.MemoKey: o.ID}
+		for k, v := range opts.Memo {
+			memo[k] = v
+		}
+		opts.Memo = memo
+	}
+	// A run already going is not joined blindly: it may be one of an earlier use of the key.
+	opts.WorkflowIDConflictPolicy = enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
+	return opts
+}
+
+// Find returns the latest run under the workflow ID if it runs this operation, whatever its
+// state, and nil when there is none or it runs another (an earlier use of the key).
+func (o Operation) Find(ctx context.Context) (client.WorkflowRun, error) {
+	run, err := o.ownRun(ctx)
+	var (
+		notFound *serviceerror.NotFound
+		inUse    *InUseError
+	)
+	if errors.As(err, &notFound) || errors.As(err, &inUse) {
+		return nil, nil
+	}
+	return run, err
+}
+
+// existingRun answers a start refused because a run holds the workflow ID: running, or closed
+// in a way the reuse policy does not repeat.
+func (o Operation) existingRun(ctx context.Context) (client.WorkflowRun, error) {
+	if run, err := o.ownRun(ctx); err != nil || run != nil {
+		return run, err
+	}
+	// The latest run belongs to an earlier use of the key, whose record has expired, and it is
+	// closed: start this use's run after it, taking turns with the other starters of this use.
+	var run client.WorkflowRun
+	err := o.Lock(ctx, func() error {
+		var err error
+		if run, err = o.ownRun(ctx); err != nil || run != nil {
+			return err
+		}
+		opts := o.StartOptions()
+		opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+		run, err = o.Client.ExecuteWorkflow(ctx, opts, o.Workflow, o.Input)
+		return TemporalError(err)
+	})
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) { // an earlier use's run was re-opened meanwhile
+		return nil, &InUseError{ID: o.ID, WorkflowID: o.Options.ID, EarlierUse: true}
+	}
+	return run, err
+}
+
+// ownRun returns the latest run under the workflow ID if it runs this operation (its memo says
+// so), nil if that run is a closed one of an earlier use, and an InUseError if it is a running
+// one of an earlier use.
+func (o Operation) ownRun(ctx context.Context) (client.WorkflowRun, error) {
+	desc, err := o.Client.DescribeWorkflowExecution(ctx, o.Options.ID, "")
+	if err != nil {
+		return nil, TemporalError(err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	switch {
+	case Memo(info, o.MemoKey) == o.ID:
+		return o.Client.GetWorkflow(ctx, o.Options.ID, info.GetExecution().GetRunId()), nil
+	case info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return nil, &InUseError{ID: o.ID, WorkflowID: o.Options.ID, EarlierUse: true}
+	default:
+		return nil, nil
+	}
+}
+
+// Memo is the value of a run's memo field key (the operation it runs), or "".
+func Memo(info *workflowpb.WorkflowExecutionInfo, key string) string {
+	var id string
+	if p := info.GetMemo().GetFields()[key]; p != nil {
+		_ = converter.GetDefaultDataConverter().FromPayload(p, &id)
+	}
+	return id
+}
+
+// TemporalError marks err as a Temporal outage when it says Temporal could not be reached or
+// could not do the work now; any other refusal (a bad request, a namespace without the search
+// attributes) is returned as it is, an error of this service, not a reason to retry.
+func TemporalError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		unavailable   *serviceerror.Unavailable
+		nsUnavailable *serviceerror.NamespaceUnavailable
+		deadline      *serviceerror.DeadlineExceeded
+		exhausted     *serviceerror.ResourceExhausted
+		internal      *serviceerror.Internal
+		aborted       *serviceerror.Aborted
+		canceled      *serviceerror.Canceled
+	)
+	if errors.As(err, &unavailable) || errors.As(err, &nsUnavailable) || errors.As(err, &deadline) ||
+		errors.As(err, &exhausted) || errors.As(err, &internal) || errors.As(err, &aborted) ||
+		errors.As(err, &canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return outage.Of("Temporal", err)
+	}
+	return err
+}
+
+// Ended reports whether err is a run's end without a result: failed, timed out, terminated or
+// canceled.
+func Ended(err error) bool {
+	var wfErr *temporal.WorkflowExecutionError
+	return errors.As(err, &wfErr)
+}
+
+// TimedOut reports whether err ended a wait at its deadline; the server may report the
+// deadline a moment before the wait's own context expires.
+func TimedOut(err error) bool {
+	var deadline *serviceerror.DeadlineExceeded
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline)
+}
