@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/internal/outage"
 	"github.com/payments/payments/internal/problem"
-	"github.com/payments/payments/transfers"
 )
 
 // problemFor is the one place where an error from below the API becomes the problem+json a
@@ -25,7 +23,7 @@ func problemFor(err error) *problem.Problem {
 		p      *problem.Problem
 		he     *echo.HTTPError
 		inUse  *operation.InUseError
-		failed *transfers.FailedError
+		failed *operation.FailedError
 	)
 	switch {
 	case errors.As(err, &p):
@@ -44,16 +42,8 @@ func problemFor(err error) *problem.Problem {
 		p.WorkflowID = inUse.WorkflowID
 		p.SetResource(inUse.ID)
 		return p
-	case errors.As(err, &failed) && strings.HasPrefix(failed.TransferID, "rf_"):
-		p = problem.New(http.StatusInternalServerError, "refund-failed",
-			"the refund failed after its retries and moved no money; retry with the same Idempotency-Key to run it again")
-		p.RefundID, p.WorkflowID = failed.TransferID, failed.WorkflowID
-		return p
 	case errors.As(err, &failed):
-		p = problem.New(http.StatusInternalServerError, "transfer-failed",
-			"the transfer failed after its retries and moved no money; retry with the same Idempotency-Key to run it again")
-		p.TransferID, p.WorkflowID = failed.TransferID, failed.WorkflowID
-		return p
+		return failedProblem(failed)
 	case database.BadInput(err):
 		return problem.Invalid("the request holds a value that cannot be stored, such as a NUL character")
 	}
@@ -65,6 +55,20 @@ func problemFor(err error) *problem.Problem {
 	}
 	p = problem.New(http.StatusInternalServerError, "internal-error", "an unexpected error occurred; it has been logged")
 	p.Cause = err
+	return p
+}
+
+// failedProblem is the 500 of an operation whose run ended without moving money: its type and
+// resource member say which kind it was.
+func failedProblem(failed *operation.FailedError) *problem.Problem {
+	p := problem.New(http.StatusInternalServerError, string(failed.Kind)+"-failed",
+		"the "+string(failed.Kind)+" failed after its retries and moved no money; retry with the same Idempotency-Key to run it again")
+	p.WorkflowID = failed.WorkflowID
+	if failed.Kind == operation.KindRefund {
+		p.RefundID = failed.ID
+	} else {
+		p.TransferID = failed.ID
+	}
 	return p
 }
 

@@ -14,7 +14,6 @@ import (
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/internal/outage"
-	"github.com/payments/payments/transfers"
 )
 
 // The answer is decided by the error, not by where it happened: PostgreSQL's data exceptions
@@ -40,8 +39,8 @@ func TestProblemForDecidesFromTheError(t *testing.T) {
 		{errors.New("something else"), 500, "internal-error"},
 		{idempotency.ErrReused, 422, "idempotency-key-reused"},
 		{&operation.InUseError{ID: "tr_1"}, 409, "idempotency-key-in-use"},
-		{&transfers.FailedError{TransferID: "tr_1", WorkflowID: "transfer/o/k"}, 500, "transfer-failed"},
-		{&transfers.FailedError{TransferID: "rf_1", WorkflowID: "refund/o/k"}, 500, "refund-failed"},
+		{&operation.FailedError{Kind: operation.KindTransfer, ID: "tr_1", WorkflowID: "transfer/o/k"}, 500, "transfer-failed"},
+		{&operation.FailedError{Kind: operation.KindRefund, ID: "rf_1", WorkflowID: "refund/o/k"}, 500, "refund-failed"},
 		{notFound(ledger.ErrNotFound, "account"), 404, "not-found"},
 		{notFound(&pgconn.PgError{Code: "22021"}, "transfer"), 404, "not-found"},
 	} {

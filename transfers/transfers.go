@@ -86,15 +86,8 @@ type Answer struct {
 	TransferID string // empty when the request was refused before the claim
 }
 
-// FailedError is a transfer whose workflow run failed, timed out or was terminated, and which
-// the ledger shows did not move money. The same request runs it again.
-type FailedError struct {
-	TransferID, WorkflowID string
-}
-
-func (e *FailedError) Error() string {
-	return "transfer " + e.TransferID + " failed: its workflow " + e.WorkflowID + " ended without posting it"
-}
+// FailedError is operation.FailedError: a transfer or refund whose run ended without posting it.
+type FailedError = operation.FailedError
 
 // minStartBudget bounds the claim and the start together, whatever SyncWait is.
 const minStartBudget = 5 * time.Second
@@ -173,7 +166,7 @@ func (s *Service) ended(ctx context.Context, in workflows.TransferInput, runID s
 	if err != nil {
 		return answer, database.Outage(err)
 	}
-	return s.settled(ctx, in, t, answer, &FailedError{TransferID: in.TransferID, WorkflowID: in.WorkflowID})
+	return s.settled(ctx, in, t, answer, &FailedError{Kind: kindOf(in), ID: in.TransferID, WorkflowID: in.WorkflowID})
 }
 
 // settled answers with t's stored answer when t is final, and otherwise with notFinal, or, when
@@ -182,7 +175,7 @@ func (s *Service) ended(ctx context.Context, in workflows.TransferInput, runID s
 func (s *Service) settled(ctx context.Context, in workflows.TransferInput, t ledger.Transfer, answer Answer, notFinal error) (Answer, error) {
 	if !t.Status.Final() {
 		if notFinal == nil && t.Status == ledger.TransferFailed {
-			notFinal = &FailedError{TransferID: in.TransferID, WorkflowID: in.WorkflowID}
+			notFinal = &FailedError{Kind: kindOf(in), ID: in.TransferID, WorkflowID: in.WorkflowID}
 		}
 		if notFinal == nil {
 			answer.Pending = &t
@@ -192,6 +185,14 @@ func (s *Service) settled(ctx context.Context, in workflows.TransferInput, t led
 	resp, err := ledger.StoredAnswer(ctx, s.Ledger.DB, in.Scope(), t, s.Answer)
 	answer.Response = resp
 	return answer, database.Outage(err)
+}
+
+// kindOf is the kind of operation in runs: a transfer or a refund.
+func kindOf(in workflows.TransferInput) operation.Kind {
+	if in.RefundOf != "" {
+		return operation.KindRefund
+	}
+	return operation.KindTransfer
 }
 
 func (s *Service) input(r Request, transferID string) workflows.TransferInput {

@@ -147,7 +147,7 @@ func depositError(err error, account, key string) error {
 	case errors.Is(err, idempotency.ErrReused):
 		return fmt.Errorf("deposit: --idempotency-key %s was first used for another deposit; use a new key", key)
 	case errors.As(err, &failed):
-		return fmt.Errorf("deposit: transfer %s failed after its retries and moved no money; %s", failed.TransferID, again)
+		return fmt.Errorf("deposit: transfer %s failed after its retries and moved no money; %s", failed.ID, again)
 	case errors.As(err, &inUse):
 		return fmt.Errorf("deposit: transfer %s is still running; %s later for its answer", inUse.ID, again)
 	}

@@ -42,6 +42,28 @@ type InUseError struct {
 	EarlierUse     bool
 }
 
+// FailedError is an operation whose run failed, timed out or was terminated, and which the ledger
+// shows did not move money. The same request runs it again.
+type FailedError struct {
+	Kind           Kind // what the operation makes: a transfer, a refund
+	ID, WorkflowID string
+}
+
+func (e *FailedError) Error() string {
+	return string(e.Kind) + " " + e.ID + " failed: its workflow " + e.WorkflowID + " ended without posting it"
+}
+
+// Kind names a kind of money movement: the word the API, the logs and the errors use for it.
+type Kind string
+
+// The kinds of operation run under an idempotency scope.
+const (
+	KindTransfer Kind = "transfer"
+	KindRefund   Kind = "refund"
+	KindPayout   Kind = "payout"
+	KindPayin    Kind = "payin"
+)
+
 func (e *InUseError) Error() string {
 	if e.EarlierUse {
 		return "workflow " + e.WorkflowID + " is still running an earlier use of the key"
