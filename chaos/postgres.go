@@ -78,35 +78,23 @@ func (pg *Postgres) start(ctx context.Context) error {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	pg.proc = proc
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	err = supervise.WaitReady(ctx, "postgres", time.Minute, 100*time.Millisecond, proc.Err, func(ctx context.Context) error {
 		conn, err := pgx.Connect(ctx, pg.URL("postgres"))
 		if err == nil {
-			return conn.Close(ctx)
+			_ = conn.Close(ctx)
 		}
-		select {
-		case <-proc.Done():
-			return fmt.Errorf("postgres exited at start (log %s)", pg.log.Name())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("postgres did not start within a minute: %v (log %s)", err, pg.log.Name())
-		}
+		return err
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%w (log %s)", err, pg.log.Name())
 	}
+	return err
 }
 
 // Crash stops the server the way a crash does (an immediate shutdown: every backend gone at
 // once, nothing flushed), so that its next start recovers from the WAL.
 func (pg *Postgres) Crash() error {
-	_ = pg.proc.Cmd.Process.Signal(syscall.SIGQUIT)
-	select {
-	case <-pg.proc.Done():
-		return nil
-	case <-time.After(30 * time.Second):
-		return pg.proc.Kill()
-	}
+	return pg.proc.StopWith(syscall.SIGQUIT, 30*time.Second)
 }
 
 // Restart crashes the server and starts it again.
@@ -120,12 +108,7 @@ func (pg *Postgres) Restart(ctx context.Context) error {
 // Stop shuts the server down.
 func (pg *Postgres) Stop() {
 	if pg.proc != nil {
-		_ = pg.proc.Cmd.Process.Signal(syscall.SIGINT) // fast shutdown
-		select {
-		case <-pg.proc.Done():
-		case <-time.After(20 * time.Second):
-			_ = pg.proc.Kill()
-		}
+		_ = pg.proc.Stop(20 * time.Second) // an interrupt: PostgreSQL's fast shutdown
 	}
 	if pg.log != nil {
 		pg.log.Close()

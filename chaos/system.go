@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -199,7 +198,7 @@ func (s *system) restartExited() bool {
 	for _, name := range []string{"bank", "worker-1", "worker-2", "api-1", "api-2"} {
 		s.mu.Lock()
 		p := s.procs[name]
-		exited := !p.down && p.ch != nil && isDone(p.ch)
+		exited := !p.down && p.ch != nil && p.ch.Err() != nil
 		s.mu.Unlock()
 		if exited {
 			all = false
@@ -219,15 +218,6 @@ func (s *system) restartExited() bool {
 		}
 	}
 	return all
-}
-
-func isDone(c *supervise.Child) bool {
-	select {
-	case <-c.Done():
-		return true
-	default:
-		return false
-	}
 }
 
 // signal sends sig (SIGSTOP, SIGCONT) to process name.
@@ -269,25 +259,7 @@ func (s *system) stop() {
 
 // waitReady waits until url answers 200.
 func waitReady(ctx context.Context, url string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	client := &http.Client{Timeout: 2 * time.Second}
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready within %s: %v", url, within, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return supervise.WaitReady(ctx, url, within, 200*time.Millisecond, nil, supervise.HTTPReady(url))
 }
 
 func step(out io.Writer, format string, args ...any) {

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
-	"time"
 
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/rig/cluster"
@@ -84,7 +83,7 @@ func runCluster(ctx context.Context) error {
 		return err
 	}
 	for _, p := range apis {
-		if err := waitReady(ctx, localURL(p.addr)+"/readyz", exited); err != nil {
+		if err := waitReady(ctx, p.name, localURL(p.addr), received(exited)); err != nil {
 			return err
 		}
 	}
@@ -152,15 +151,7 @@ type processes []*supervise.Child
 // start runs bin/payments with args, with env added to its environment and its output in
 // clusterDir/name.log; exited hears if it ends.
 func (ps *processes) start(exited chan<- error, name, env string, args ...string) error {
-	log, err := os.OpenFile(filepath.Join(clusterDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-	cmd := exec.Command(filepath.Join("bin", "payments"), args...)
-	cmd.Env = append(os.Environ(), env)
-	cmd.Stdout, cmd.Stderr = log, log
-	proc, err := supervise.Start(cmd)
+	proc, err := startLogged(filepath.Join(clusterDir, name+".log"), makeRun.payments, []string{env}, args...)
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -186,13 +177,19 @@ func (ps processes) stop() {
 	if len(ps) > 0 {
 		step("Stopping the APIs and the workers")
 	}
-	for i := len(ps) - 1; i >= 0; i-- {
-		p := ps[i]
-		_ = p.Cmd.Process.Signal(os.Interrupt)
+	for _, p := range slices.Backward(ps) {
+		_ = p.Stop(stopWithin)
+	}
+}
+
+// received is, for waitReady, the first error exited carries, if one has come yet.
+func received(exited <-chan error) func() error {
+	return func() error {
 		select {
-		case <-p.Done():
-		case <-time.After(20 * time.Second):
-			_ = p.Kill()
+		case err := <-exited:
+			return err
+		default:
+			return nil
 		}
 	}
 }

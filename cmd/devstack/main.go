@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -29,6 +28,7 @@ import (
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/rig/devserver"
+	"github.com/payments/payments/rig/supervise"
 )
 
 // Demo keys are fixed so the printed curl lines keep working across restarts. They exist only
@@ -145,23 +145,17 @@ func (s stack) run(ctx context.Context) error {
 	defer stopBank()
 
 	step("Starting the API and the worker (payments serve on %s)", apiAddr)
-	serve := exec.Command(s.payments, "serve")
-	serve.Stdout, serve.Stderr = os.Stdout, os.Stderr
-	if err := serve.Start(); err != nil {
+	cmd := exec.Command(s.payments, "serve")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	serve, err := supervise.Start(cmd)
+	if err != nil {
 		return err
 	}
-	done := make(chan error, 1)
-	go func() { done <- serve.Wait() }()
 	defer func() {
 		step("Stopping the API and the worker")
-		_ = serve.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = serve.Process.Kill()
-		}
+		_ = serve.Stop(stopWithin)
 	}()
-	if err := waitReady(ctx, base+"/readyz", done); err != nil {
+	if err := waitReady(ctx, "payments serve", base, serve.Err); err != nil {
 		return err
 	}
 
@@ -182,8 +176,8 @@ func (s stack) run(ctx context.Context) error {
 	case <-ctx.Done():
 		fmt.Println()
 		return nil
-	case err := <-done:
-		return fmt.Errorf("payments serve exited: %v", err)
+	case <-serve.Done():
+		return fmt.Errorf("payments serve exited: %v", serve.Wait())
 	}
 }
 
@@ -209,11 +203,8 @@ func prepareDatabase(ctx context.Context, url string) (*pgxpool.Pool, error) {
 // webhooks for the processes it runs.
 func buildPayments(ctx context.Context, bin string) error {
 	step("Building %s", bin)
-	// The package by its import path: it builds from any directory of the module.
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/payments/payments/cmd/payments")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building %s: %w", bin, err)
+	if err := supervise.BuildPayments(ctx, bin); err != nil {
+		return err
 	}
 	// The bank's callbacks are signed with this secret; a real deployment sets its own.
 	if os.Getenv("PAYMENTS_BANK_SECRET") == "" {
@@ -235,48 +226,37 @@ var bankFaults = []string{"--latency", "20ms", "--error-rate", "0.01", "--settle
 // loopback one: the simulator listens on nothing else), its state and log in dir, and returns
 // how to stop it.
 func startBank(bin, dir, callbackURL string) (stop func(), err error) {
-	log, err := os.OpenFile(filepath.Join(dir, "banksim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
 	args := append([]string{"banksim", "--state", filepath.Join(dir, "banksim.json"), "--callback-url", callbackURL}, bankFaults...)
-	bank := exec.Command(bin, args...)
-	bank.Stdout, bank.Stderr = log, log
-	if err := bank.Start(); err != nil {
-		log.Close()
+	bank, err := startLogged(filepath.Join(dir, "banksim.log"), bin, nil, args...)
+	if err != nil {
 		return nil, fmt.Errorf("starting the bank simulator: %w", err)
 	}
 	return func() {
 		step("Stopping the bank simulator")
-		_ = bank.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = bank.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = bank.Process.Kill()
-		}
-		log.Close()
+		_ = bank.Stop(10 * time.Second)
 	}, nil
 }
 
-func waitReady(ctx context.Context, url string, done <-chan error) error {
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case err := <-done:
-			return fmt.Errorf("payments serve exited before it was ready: %v", err)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+// stopWithin is how long a payments process has to stop after an interrupt before it is killed.
+const stopWithin = 20 * time.Second
+
+// startLogged starts bin with args, env added to its environment and its output appended to the
+// file log, as a child that dies with this process.
+func startLogged(log, bin string, env []string, args ...string) (*supervise.Child, error) {
+	f, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
 	}
+	defer f.Close() // the child has its own descriptor
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	return supervise.Start(cmd)
+}
+
+// waitReady waits until the API at base is ready, or gone says what of the stack has exited.
+func waitReady(ctx context.Context, what, base string, gone func() error) error {
+	return supervise.WaitReady(ctx, what, 0, 200*time.Millisecond, gone, supervise.HTTPReady(base+"/readyz"))
 }
 
 // seed gives each demo owner its key and a USD account; alice's is funded once with 1,000.00.

@@ -76,11 +76,10 @@ func TestMakeRunListensOnLoopbackOnly(t *testing.T) {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	hostPort, err := supervise.FreeHostPort()
+	port, err := supervise.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, port, _ := net.SplitHostPort(hostPort)
 	return port
 }
 
@@ -172,7 +171,7 @@ func comm(pid string) string {
 
 // make run-cluster's APIs and workers listen on loopback only, on the ports its banner names.
 // (The Temporal cluster and its UI bind 127.0.0.1 by deploy/temporal's configuration, which
-// internal/cluster's tests start.)
+// rig/cluster's tests start.)
 func TestMakeRunClusterListensOnLoopbackOnly(t *testing.T) {
 	apis, workers := clusterProcesses()
 	want := map[string]string{"api-1": "8080", "api-2": "8081", "worker-1": "9090", "worker-2": "9091"}

@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,7 +168,7 @@ func (o Options) environment() ([]string, error) {
 		port := ports[name]
 		if o.FrontendPort < 0 { // a cluster of its own for a test, beside any other
 			var err error
-			if port, err = freePort(); err != nil {
+			if port, err = supervise.FreeLowPort(); err != nil {
 				return nil, err
 			}
 		} else if name == "FRONTEND" {
@@ -179,21 +177,6 @@ func (o Options) environment() ([]string, error) {
 		env = append(env, fmt.Sprintf("TEMPORAL_%s_PORT=%d", name, port))
 	}
 	return env, nil
-}
-
-// freePort is a port on 127.0.0.1 nothing listens on, below 32768: the server keeps its
-// services' membership ports in a PostgreSQL smallint, which the kernel's ephemeral ports
-// (bind to port 0) overflow.
-func freePort() (int, error) {
-	for range 100 {
-		port := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			_ = l.Close()
-			return port, nil
-		}
-	}
-	return 0, errors.New("no free port between 20000 and 32000")
 }
 
 // envValue is the last value of key in env.
@@ -256,10 +239,7 @@ func (c *Cluster) StartService(service string) error {
 
 // KillService kills service's process (SIGKILL: no handover), as a crash would.
 func (c *Cluster) KillService(service string) error {
-	c.mu.Lock()
-	proc := c.procs[service]
-	delete(c.procs, service)
-	c.mu.Unlock()
+	proc := c.take(service)
 	if proc == nil {
 		return fmt.Errorf("the %s service is not running", service)
 	}
@@ -270,14 +250,19 @@ func (c *Cluster) KillService(service string) error {
 // StopService stops service's process as an operator's restart would: an interrupt, and a
 // kill if it has not exited within stopWithin.
 func (c *Cluster) StopService(service string) error {
+	if proc := c.take(service); proc != nil {
+		return proc.Stop(stopWithin)
+	}
+	return nil
+}
+
+// take is service's process, no longer the cluster's (nil if it has none).
+func (c *Cluster) take(service string) *supervise.Child {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	proc := c.procs[service]
 	delete(c.procs, service)
-	c.mu.Unlock()
-	if proc == nil {
-		return nil
-	}
-	return interrupt(proc)
+	return proc
 }
 
 // Exited lists the services whose process has exited by itself (a start that failed, a crash),
@@ -287,10 +272,8 @@ func (c *Cluster) Exited() []string {
 	defer c.mu.Unlock()
 	var out []string
 	for s, p := range c.procs {
-		select {
-		case <-p.Done():
+		if p.Err() != nil {
 			out = append(out, s)
-		default:
 		}
 	}
 	slices.Sort(out)
@@ -310,19 +293,6 @@ func (c *Cluster) Pids() map[string]int {
 
 const stopWithin = 30 * time.Second
 
-func interrupt(proc *supervise.Child) error {
-	if err := proc.Cmd.Process.Signal(os.Interrupt); err != nil {
-		return proc.Kill()
-	}
-	select {
-	case <-proc.Done():
-		return nil
-	case <-time.After(stopWithin):
-		_ = proc.Kill()
-		return fmt.Errorf("did not stop within %v of an interrupt and was killed", stopWithin)
-	}
-}
-
 // waitListening waits until service listens on its membership port, which it opens once it
 // has started (past the cluster metadata), or exits.
 func (c *Cluster) waitListening(ctx context.Context, service string) error {
@@ -330,22 +300,11 @@ func (c *Cluster) waitListening(ctx context.Context, service string) error {
 	c.mu.Lock()
 	proc := c.procs[service]
 	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, readyWithin)
-	defer cancel()
-	for {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			_ = conn.Close()
-			return nil
-		}
-		select {
-		case <-proc.Done():
-			return fmt.Errorf("the Temporal %s service exited as it started (%v); see its log in %s", service, proc.Wait(), c.logWhere())
-		case <-ctx.Done():
-			return fmt.Errorf("the Temporal %s service did not listen on %s within %v", service, addr, readyWithin)
-		case <-time.After(50 * time.Millisecond):
-		}
+	what := fmt.Sprintf("the Temporal %s service (on %s)", service, addr)
+	if err := supervise.WaitReady(ctx, what, readyWithin, 50*time.Millisecond, proc.Err, supervise.TCPReady(addr)); err != nil {
+		return fmt.Errorf("%w; see its log in %s", err, c.logWhere())
 	}
+	return nil
 }
 
 func (c *Cluster) logWhere() string {
@@ -359,29 +318,25 @@ func (c *Cluster) logWhere() string {
 const readyWithin = 2 * time.Minute
 
 // dial waits until the frontend answers a health check and serves the namespace's APIs.
-func (c *Cluster) dial(ctx context.Context) (client.Client, error) {
-	ctx, cancel := context.WithTimeout(ctx, readyWithin)
-	defer cancel()
-	var last error
-	for {
-		cl, err := client.DialContext(ctx, client.Options{HostPort: c.hostPort, Namespace: c.opts.Namespace, Logger: quiet{}})
-		if err == nil {
-			return cl, nil
-		}
-		last = err
-		for s, p := range c.procs {
-			select {
-			case <-p.Done():
-				return nil, fmt.Errorf("the Temporal %s service exited while the cluster started (%v); see its log in %s", s, p.Wait(), c.logWhere())
-			default:
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("the Temporal frontend at %s did not answer within %v: %w", c.hostPort, readyWithin, last)
-		case <-time.After(200 * time.Millisecond):
+func (c *Cluster) dial(ctx context.Context) (cl client.Client, err error) {
+	err = supervise.WaitReady(ctx, "the Temporal frontend at "+c.hostPort, readyWithin, 200*time.Millisecond, c.anyExited,
+		func(ctx context.Context) (err error) {
+			cl, err = client.DialContext(ctx, client.Options{HostPort: c.hostPort, Namespace: c.opts.Namespace, Logger: quiet{}})
+			return err
+		})
+	return cl, err
+}
+
+// anyExited says which service has exited while the cluster started, if one has.
+func (c *Cluster) anyExited() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for s, p := range c.procs {
+		if err := p.Err(); err != nil {
+			return fmt.Errorf("the Temporal %s service: %w; see its log in %s", s, err, c.logWhere())
 		}
 	}
+	return nil
 }
 
 // register creates the namespace if it is missing and registers the search attributes the
@@ -503,7 +458,7 @@ func (c *Cluster) Restart(ctx context.Context) error {
 func (c *Cluster) Stop() error {
 	var errs []error
 	if c.ui != nil {
-		errs = append(errs, interrupt(c.ui))
+		errs = append(errs, c.ui.Stop(stopWithin))
 	}
 	for _, s := range slices.Backward(Services) {
 		if err := c.StopService(s); err != nil {

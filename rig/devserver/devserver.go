@@ -4,7 +4,6 @@ package devserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -88,7 +87,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", o.Binary, err)
 	}
-	c, err := waitReady(ctx, proc, client.Options{HostPort: hostPort, Namespace: namespace, Logger: quiet{}})
+	c, err := dial(ctx, proc, client.Options{HostPort: hostPort, Namespace: namespace, Logger: quiet{}})
 	if err != nil {
 		_ = proc.Kill()
 		return nil, err
@@ -131,27 +130,13 @@ func serverArgs(o Options, host, port string) []string {
 // readyWithin is how long the server has to answer, as in the SDK's StartDevServer.
 const readyWithin = time.Minute
 
-// waitReady dials the server until it answers, it exits, ctx ends or readyWithin passes.
-func waitReady(ctx context.Context, proc *supervise.Child, opts client.Options) (client.Client, error) {
-	deadline := time.NewTimer(readyWithin)
-	defer deadline.Stop()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		c, err := client.DialContext(ctx, opts)
-		if err == nil {
-			return c, nil
-		}
-		select {
-		case <-proc.Done():
-			return nil, fmt.Errorf("the dev server exited before answering (%v); last dial error: %w", proc.Wait(), err)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-deadline.C:
-			return nil, fmt.Errorf("the dev server did not answer within %v: %w", readyWithin, err)
-		case <-tick.C:
-		}
-	}
+// dial dials the server until it answers, it exits, ctx ends or readyWithin passes.
+func dial(ctx context.Context, proc *supervise.Child, opts client.Options) (c client.Client, err error) {
+	err = supervise.WaitReady(ctx, "the dev server", readyWithin, 100*time.Millisecond, proc.Err, func(ctx context.Context) (err error) {
+		c, err = client.DialContext(ctx, opts)
+		return err
+	})
+	return c, err
 }
 
 // Client is a client connected to the server's default namespace. Stop does not close it: it
@@ -170,19 +155,10 @@ const stopWithin = 30 * time.Second
 // Stop interrupts the server and waits for it to exit; if it has not within stopWithin, Stop
 // kills it. It returns how the process ended (nil after a clean shutdown).
 func (s *Server) Stop() error {
-	if err := s.child.Cmd.Process.Signal(os.Interrupt); err != nil {
-		if errors.Is(err, os.ErrProcessDone) {
-			return s.child.Wait()
-		}
-		return s.child.Kill() // no interrupts here (Windows)
+	if err := s.child.Stop(stopWithin); err != nil {
+		return fmt.Errorf("the dev server %w", err)
 	}
-	select {
-	case <-s.child.Done():
-		return s.child.Wait()
-	case <-time.After(stopWithin):
-		_ = s.child.Kill()
-		return fmt.Errorf("the dev server did not stop within %v of an interrupt and was killed", stopWithin)
-	}
+	return s.child.Wait()
 }
 
 // quiet drops the SDK client's own logs while the server starts.

@@ -1,12 +1,16 @@
-// Package child starts the processes this system runs beside itself (the Temporal server, the
+// Package supervise starts the processes this system runs beside itself (the Temporal server, the
 // bank simulator, payments processes in tests) so that none outlives the process that started
-// it, and finds free local ports for them.
+// it, stops them (an interrupt, then a kill), waits until they answer, finds free local ports for
+// them and builds the payments command they run.
 package supervise
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
+	"time"
 )
 
 // Child is a process started by Start: on Linux it is killed (SIGKILL) when this process
@@ -28,7 +32,7 @@ type Child struct {
 // in cmd.Wait for as long as the child lives: its thread ends only after the child has.
 func Start(cmd *exec.Cmd) (*Child, error) {
 	if cmd.Process != nil {
-		return nil, errors.New("child: Start on a started command")
+		return nil, errors.New("supervise: Start on a started command")
 	}
 	dieWithParent(cmd)
 	c := &Child{Cmd: cmd, done: make(chan struct{})}
@@ -67,4 +71,44 @@ func (c *Child) Wait() error {
 func (c *Child) Kill() error {
 	_ = c.Cmd.Process.Kill() // fails only when it has already exited
 	return c.Wait()
+}
+
+// Err is, like a context's, nil until Done is closed; then an error that says how the child ended.
+func (c *Child) Err() error {
+	select {
+	case <-c.done:
+	default:
+		return nil
+	}
+	if c.err != nil {
+		return fmt.Errorf("it exited (%w)", c.err)
+	}
+	return errors.New("it exited")
+}
+
+// Stop interrupts the child and waits for it to exit; if it has not within grace, Stop kills it.
+// It returns nil once the child has exited by itself, however it ended (Wait says how), and an
+// error if it had to be killed.
+func (c *Child) Stop(grace time.Duration) error { return c.StopWith(os.Interrupt, grace) }
+
+// StopWith is Stop with sig for the interrupt (PostgreSQL's immediate shutdown is SIGQUIT).
+func (c *Child) StopWith(sig os.Signal, grace time.Duration) error {
+	if err := c.Cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		_ = c.Kill()
+		return fmt.Errorf("could not be interrupted (%w) and was killed", err) // Windows
+	}
+	select {
+	case <-c.done:
+		return nil
+	case <-time.After(grace):
+		_ = c.Kill()
+		return fmt.Errorf("did not stop within %v of %s and was killed", grace, signalName(sig))
+	}
+}
+
+func signalName(sig os.Signal) string {
+	if sig == os.Interrupt {
+		return "an interrupt"
+	}
+	return "signal " + sig.String()
 }

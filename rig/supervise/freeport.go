@@ -1,7 +1,9 @@
 package supervise
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"runtime"
 )
@@ -30,4 +32,30 @@ func FreeHostPort() (string, error) {
 		_ = c.Close() // the listener's side first
 	}
 	return addr.String(), nil
+}
+
+// FreePort is FreeHostPort's port alone.
+func FreePort() (string, error) {
+	addr, err := FreeHostPort()
+	if err != nil {
+		return "", err
+	}
+	_, port, err := net.SplitHostPort(addr)
+	return port, err
+}
+
+// FreeLowPort is a port on 127.0.0.1 nothing listens on, below 32768, for the Temporal cluster:
+// its server keeps its services' membership ports in a PostgreSQL smallint, which the kernel's
+// ephemeral ports (those FreeHostPort gets from bind(:0)) overflow. The kernel never hands out
+// one of these from bind(:0) either.
+func FreeLowPort() (int, error) {
+	for range 100 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			_ = l.Close()
+			return port, nil
+		}
+	}
+	return 0, errors.New("no free port between 20000 and 32000")
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -62,33 +61,18 @@ func (b *Bank) start(ctx context.Context) error {
 	if b.child, err = supervise.Start(cmd); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		resp, err := bankClient.Get(b.URL + "/payments")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-b.child.Done():
-			return fmt.Errorf("the bank simulator exited: %s", b.log.String())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the bank simulator did not answer: %s", b.log.String())
-		}
+	err = supervise.WaitReady(ctx, "the bank simulator", time.Minute, 20*time.Millisecond, b.child.Err,
+		supervise.HTTPReady(b.URL+"/payments"))
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%w\n%s", err, b.log.String())
 	}
+	return err
 }
 
 // Stop kills the simulator.
 func (b *Bank) Stop() {
 	if b != nil && b.child != nil {
 		_ = b.child.Kill()
-		<-b.child.Done()
 	}
 }
 
@@ -179,28 +163,4 @@ func (b *Bank) read(t testing.TB, path string, resp *http.Response, err error, o
 			t.Fatalf("bank %s: %v: %s", path, err, raw)
 		}
 	}
-}
-
-var built struct {
-	once sync.Once
-	bin  string
-	err  error
-}
-
-// paymentsBinary builds the payments command once per test process.
-func paymentsBinary() (string, error) {
-	built.once.Do(func() {
-		dir, err := os.MkdirTemp("", fmt.Sprintf("payments-bin-%d-", os.Getpid()))
-		if err != nil {
-			built.err = err
-			return
-		}
-		built.bin = filepath.Join(dir, "payments")
-		cmd := exec.Command("go", "build", "-o", built.bin, "./cmd/payments")
-		cmd.Dir = RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	return built.bin, built.err
 }

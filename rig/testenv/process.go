@@ -2,25 +2,25 @@ package testenv
 
 import (
 	"bytes"
-	"net"
-	"net/http"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/payments/payments/rig/supervise"
 )
 
-// FreeAddr is a local host:port nothing listens on now.
+// FreeAddr is a local host:port nothing listens on now (supervise.FreeHostPort).
 func FreeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := supervise.FreeHostPort()
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // BuildPayments builds the payments command (once per test process), for tests that run it as
@@ -33,6 +33,16 @@ func BuildPayments(t testing.TB) string {
 	}
 	return bin
 }
+
+// paymentsBinary builds the payments command once per test process.
+var paymentsBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", fmt.Sprintf("payments-bin-%d-", os.Getpid()))
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "payments")
+	return bin, supervise.BuildPayments(context.Background(), bin)
+})
 
 // Process starts bin with args and the Env's database and Temporal (or temporalAddr when not
 // empty) in its environment. It is killed when t ends, or when this process dies (see
@@ -91,13 +101,9 @@ func (e *Env) StartAPI(t testing.TB, bin, temporalAddr string, env ...string) (*
 	addr := FreeAddr()
 	cmd := e.Process(t, bin, temporalAddr, []string{"api"}, append([]string{"PAYMENTS_HTTP_ADDR=" + addr}, env...)...)
 	base := "http://" + addr
-	WaitFor(t, "payments api to be ready", func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	if err := supervise.WaitReady(context.Background(), "payments api", time.Minute, 10*time.Millisecond, nil,
+		supervise.HTTPReady(base+"/readyz")); err != nil {
+		t.Fatal(err)
+	}
 	return cmd, base
 }
