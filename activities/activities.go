@@ -1,8 +1,9 @@
 // Package activities holds the workflows' activities: the only workflow code that touches the
 // ledger and the bank. Each is safe to run more than once. One file per capability: transfer.go
 // (posting a transfer), payout.go (holding a payout's money, the bank's instruction, settling),
-// payin.go (crediting a bank credit), webhook.go (delivering events to clients' endpoints), cleanup.go (the idempotency cleanup and the recovery of
-// claims left pending).
+// payin.go (crediting a bank credit), webhook.go (delivering events to clients' endpoints),
+// cleanup.go (the idempotency cleanup). The recovery of claims left pending is the services'
+// (operation.Recovery), registered beside these by the worker.
 package activities
 
 import (
@@ -25,8 +26,6 @@ type Activities struct {
 	// OnAnswer hears of each answer that commits here (a transfer posted, a payout's funds
 	// held); nil when nothing in this process waits for one.
 	OnAnswer AnswerHook
-	// Stale resolves the claims left pending: transfers, then payouts (their services' ResolveStale).
-	Stale StaleResolver
 	// Webhooks sends webhook deliveries: webhook.Policy.Client, which refuses addresses the
 	// policy does not allow at connect time.
 	Webhooks *http.Client

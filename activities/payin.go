@@ -9,15 +9,6 @@ import (
 	"github.com/payments/payments/internal/ledger"
 )
 
-// Credit is what a bank's credit.received event says arrived, and for which account number.
-type Credit struct {
-	BankEventID   string
-	AccountNumber string
-	AmountMinor   int64
-	Currency      string
-	Reference     string
-}
-
 // Credited is what crediting a payin ended with: credited, or unmatched (no account has that
 // number in that currency; kept for operators).
 type Credited struct {
@@ -27,8 +18,8 @@ type Credited struct {
 }
 
 // CreditPayin credits the money of a bank credit, once per bank event (ledger.CreditPayin).
-func (a *Activities) CreditPayin(ctx context.Context, c Credit) (Credited, error) {
-	p, err := a.Ledger.CreditPayin(ctx, ledger.Credit(c))
+func (a *Activities) CreditPayin(ctx context.Context, c ledger.Credit) (Credited, error) {
+	p, err := a.Ledger.CreditPayin(ctx, c)
 	if err != nil {
 		if err = final(err); !errors.Is(err, ledger.ErrInvalidPosting) {
 			activity.GetLogger(ctx).Warn("crediting a payin failed; retrying", "bank_event_id", c.BankEventID, "err", err)

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 )
@@ -17,16 +18,11 @@ import (
 // PayoutHold names the payout whose money HoldPayout holds, and the idempotency scope its first
 // answer is stored under.
 type PayoutHold struct {
-	PayoutID  string
-	OwnerID   string
-	Route     string
-	Key       string
-	ReplayFor Duration // how long the stored answer is replayed
-}
-
-// Scope is the idempotency scope the payout was requested in.
-func (h PayoutHold) Scope() idempotency.Scope {
-	return idempotency.Scope{OwnerID: h.OwnerID, Route: h.Route, Key: h.Key}
+	PayoutID string
+	// Scope is the idempotency scope the payout was requested in; embedded, so that its fields
+	// are the hold's own in a workflow's input (OwnerID, Route, Key), as histories hold them.
+	idempotency.Scope
+	ReplayFor config.Duration // how long the stored answer is replayed
 }
 
 // Held is what holding a payout's money ended with: processing (held), or failed (not enough
@@ -58,7 +54,7 @@ const (
 // HoldPayout holds the payout's money and stores its first answer, once, however often it is
 // called (ledger.PlaceHold).
 func (a *Activities) HoldPayout(ctx context.Context, h PayoutHold) (Held, error) {
-	po, resp, err := a.Ledger.PlaceHold(ctx, h.PayoutID, h.Scope(), time.Duration(h.ReplayFor), a.PayoutAnswer)
+	po, resp, err := a.Ledger.PlaceHold(ctx, h.PayoutID, h.Scope, time.Duration(h.ReplayFor), a.PayoutAnswer)
 	if err != nil {
 		if err = final(err); !errors.Is(err, ledger.ErrInvalidPosting) {
 			activity.GetLogger(ctx).Warn("holding failed; retrying", "payout_id", h.PayoutID, "err", err)

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 )
@@ -23,19 +24,14 @@ type Posting struct {
 	AmountMinor int64
 	Currency    string
 	Description string
-	OwnerID     string // with Route and Key: the idempotency scope whose answer is stored
-	Route       string
-	Key         string
-	ReplayFor   Duration // how long the stored answer is replayed
+	// Scope is the idempotency scope whose answer is stored; embedded, so that its fields are
+	// the posting's own in a workflow's input (OwnerID, Route, Key), as histories hold them.
+	idempotency.Scope
+	ReplayFor config.Duration // how long the stored answer is replayed
 	// Kind is ledger.KindRefund for a refund (of RefundOf), empty for a transfer.
 	Kind     string            `json:",omitempty"`
 	RefundOf string            `json:",omitempty"`
 	Metadata map[string]string `json:",omitempty"`
-}
-
-// Scope is the idempotency scope the transfer was requested in.
-func (p Posting) Scope() idempotency.Scope {
-	return idempotency.Scope{OwnerID: p.OwnerID, Route: p.Route, Key: p.Key}
 }
 
 // Ledger is the ledger's posting of p by run (empty when no workflow run posts it).
@@ -43,7 +39,7 @@ func (p Posting) Ledger(run string) ledger.Posting {
 	return ledger.Posting{
 		TransferID: p.TransferID, WorkflowID: p.WorkflowID,
 		From: p.From, To: p.To, AmountMinor: p.AmountMinor, Currency: p.Currency,
-		Description: p.Description, Scope: p.Scope(), ReplayFor: time.Duration(p.ReplayFor), RunID: run,
+		Description: p.Description, Scope: p.Scope, ReplayFor: time.Duration(p.ReplayFor), RunID: run,
 		Kind: p.Kind, RefundOf: p.RefundOf, Metadata: p.Metadata,
 	}
 }

@@ -4,8 +4,6 @@
 package app
 
 import (
-	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -25,6 +23,7 @@ import (
 	"github.com/payments/payments/payouts"
 	"github.com/payments/payments/transfers"
 	"github.com/payments/payments/worker"
+	"github.com/payments/payments/workflows"
 )
 
 // Settings are the knobs of the configuration that shape the parts (README, "Configuration").
@@ -60,18 +59,13 @@ func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listen
 	l := &ledger.Ledger{DB: db}
 	hooks := &deliveries.Service{Ledger: l, Temporal: c, RetryFor: s.Webhooks.RetryFor, Log: log}
 	l.Wake = hooks.Wake
+	runner := &operation.Runner{Client: c, Claims: l, TaskQueue: workflows.TaskQueue, SyncWait: s.SyncWait,
+		Eager: listener != nil, Listener: listener}
 	return &App{
 		Ledger: l, Temporal: c, settings: s, log: log, listener: listener,
-		Transfers: &transfers.Service{
-			Ledger: l, Temporal: c, Answer: api.TransferAnswer,
-			SyncWait: s.SyncWait, TTL: s.TTL, RetryFor: s.RetryFor,
-			Eager: listener != nil, Listener: listener,
-		},
-		Payouts: &payouts.Service{
-			Ledger: l, Temporal: c, SyncWait: s.SyncWait, TTL: s.TTL, RetryFor: s.RetryFor,
-			BankRetryFor: s.Bank.RetryFor, PollAfter: s.Bank.PollAfter, ReturnWindow: s.Bank.ReturnWindow,
-			Eager: listener != nil, Listener: listener,
-		},
+		Transfers: &transfers.Service{Runner: runner, Ledger: l, Answer: api.TransferAnswer, TTL: s.TTL, RetryFor: s.RetryFor},
+		Payouts: &payouts.Service{Runner: runner, Ledger: l, TTL: s.TTL, RetryFor: s.RetryFor,
+			BankRetryFor: s.Bank.RetryFor, PollAfter: s.Bank.PollAfter, ReturnWindow: s.Bank.ReturnWindow},
 		Payins:   &payins.Service{Temporal: c, RetryFor: s.RetryFor},
 		Webhooks: hooks,
 		Bank:     &bank.HTTP{BaseURL: s.Bank.URL},
@@ -82,12 +76,13 @@ func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listen
 // caller starts and stops it.
 func (a *App) Worker() sdkworker.Worker {
 	acts := &activities.Activities{Ledger: a.Ledger, Answer: api.TransferAnswer, PayoutAnswer: api.PayoutAnswer,
-		Bank: a.Bank, Stale: stale{a.Transfers, a.Payouts, a.Webhooks},
-		Webhooks: a.policy().Client(a.settings.Webhooks.Timeout)}
+		Bank: a.Bank, Webhooks: a.policy().Client(a.settings.Webhooks.Timeout)}
 	if a.listener != nil {
 		acts.OnAnswer = a.listener
 	}
-	return worker.New(a.Temporal, acts)
+	// The recovery pass: the transfers, then the payouts, left pending, and the webhook
+	// endpoints behind.
+	return worker.New(a.Temporal, acts, operation.Recovery{a.Transfers, a.Payouts, a.Webhooks})
 }
 
 // Server returns the HTTP API.
@@ -99,19 +94,4 @@ func (a *App) Server() *api.Server {
 // policy is where webhooks may be sent (PAYMENTS_WEBHOOK_ALLOW_INSECURE).
 func (a *App) policy() webhook.Policy {
 	return webhook.Policy{AllowInsecure: a.settings.Webhooks.AllowInsecure, LoopbackOnly: a.settings.Webhooks.LoopbackOnly}
-}
-
-// stale is what the recovery pass resolves: the transfers, then the payouts, left pending, and
-// the webhook endpoints behind.
-type stale []activities.StaleResolver
-
-func (s stale) ResolveStale(ctx context.Context, olderThan time.Duration) (activities.StaleResult, error) {
-	var sum activities.StaleResult
-	var errs []error
-	for _, r := range s { // the payouts are resolved even when some transfers could not be
-		res, err := r.ResolveStale(ctx, olderThan)
-		sum = sum.Plus(res)
-		errs = append(errs, err)
-	}
-	return sum, errors.Join(errs...)
 }

@@ -6,7 +6,6 @@ package deliveries
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -15,7 +14,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/workflows"
@@ -49,7 +48,7 @@ func (s *Service) Options(endpointID string) client.StartWorkflowOptions {
 }
 
 func (s *Service) input(endpointID string) workflows.WebhookInput {
-	return workflows.WebhookInput{EndpointID: endpointID, RetryFor: activities.Duration(s.RetryFor)}
+	return workflows.WebhookInput{EndpointID: endpointID, RetryFor: config.Duration(s.RetryFor)}
 }
 
 // Start starts endpoint's delivery workflow, unless a run of it exists: running (it is joined),
@@ -59,32 +58,32 @@ func (s *Service) Start(ctx context.Context, endpointID string) error {
 	return err
 }
 
-// start is Start, saying what it did: "started" (or joined a run going), or "stopped" (the
-// latest run ended).
-func (s *Service) start(ctx context.Context, endpointID string) (string, error) {
+// start is Start, saying what it did: started (or joined a run going), or stopped (the latest
+// run ended).
+func (s *Service) start(ctx context.Context, endpointID string) (operation.Outcome, error) {
 	opts := s.Options(endpointID)
 	opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
 	_, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.WebhookDelivery, s.input(endpointID))
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case errors.As(err, &already):
-		return "stopped", nil
+		return operation.Stopped, nil
 	case err != nil:
 		return "", operation.TemporalError(err)
 	}
-	return "started", nil
+	return operation.Started, nil
 }
 
 // ensure wakes endpoint's delivery workflow, and starts it when it has never run (its start
-// after the endpoint was created did not happen). It says which: "running", "started", or
-// "stopped" (the latest run ended: gave up, or canceled).
-func (s *Service) ensure(ctx context.Context, endpointID string) (string, error) {
+// after the endpoint was created did not happen). It says which: running, started, or stopped
+// (the latest run ended: gave up, or canceled).
+func (s *Service) ensure(ctx context.Context, endpointID string) (operation.Outcome, error) {
 	err := s.Temporal.SignalWorkflow(ctx, WorkflowID(endpointID), "", workflows.WakeSignal, nil)
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		return s.start(ctx, endpointID)
 	}
-	return "running", operation.TemporalError(err)
+	return operation.Running, operation.TemporalError(err)
 }
 
 // Wake tells the delivery workflows of endpoints that new events wait for them (the ledger's
@@ -151,41 +150,28 @@ func (s *Service) Delete(ctx context.Context, ownerID, id string) error {
 // ResolveStale makes sure the endpoints with deliveries pending for longer than olderThan have
 // their delivery run going: woken, or started if it never ran. A run that gave up (or was
 // canceled from the UI) is counted as stopped and left to `payments rerun failed` or a Reset.
-func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (activities.StaleResult, error) {
-	var res activities.StaleResult
+func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (operation.Tally, error) {
+	var res operation.Tally
 	ids, err := s.Ledger.EndpointsBehind(ctx, olderThan)
 	if err != nil {
 		return res, err
 	}
-	var errs []error
 	for _, id := range ids {
 		outcome, err := s.ensure(ctx, id)
-		switch {
-		case err != nil:
-			res.Errors++
-			errs = append(errs, fmt.Errorf("endpoint %s: %w", id, err))
-		case outcome == "started":
-			res.Started++
-		case outcome == "stopped":
-			res.Stopped++
-		default:
-			res.Running++
-		}
+		res.Note("endpoint "+id, outcome, err)
 	}
-	return res, errors.Join(errs...)
+	return res, res.Err(nil)
 }
 
 // RerunFailed finds the delivery workflows whose latest run failed (gave up on an event), was
-// terminated or timed out, and starts each again: from the event it stopped at, with a new
+// canceled, terminated or timed out, and starts each again: from the event it stopped at, with a new
 // PAYMENTS_WEBHOOK_RETRY_FOR. A run of a deleted endpoint ends at once.
 func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(operation.Rerun)) error {
-	return operation.EachFailed(ctx, s.Temporal, "WebhookDelivery", since, func(id string) {
-		_, r := operation.Restart(ctx, s.Temporal, id, func(input func(any) error) (operation.Operation, error) {
-			var in workflows.WebhookInput
-			err := input(&in)
-			in = s.input(in.EndpointID)
-			return operation.Operation{Options: s.Options(in.EndpointID), Workflow: workflows.WebhookDelivery, Input: in, ID: in.EndpointID}, err
-		})
-		report(r)
-	})
+	decode := func(input func(any) error) (operation.Operation, error) {
+		var in workflows.WebhookInput
+		err := input(&in)
+		in = s.input(in.EndpointID)
+		return operation.Operation{Options: s.Options(in.EndpointID), Workflow: workflows.WebhookDelivery, Input: in, ID: in.EndpointID}, err
+	}
+	return operation.RerunFailed(ctx, s.Temporal, "WebhookDelivery", since, decode, nil, report)
 }

@@ -11,9 +11,10 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
 	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/workflows"
@@ -36,9 +37,9 @@ func (s *Service) Receive(ctx context.Context, e bank.Event) (string, error) {
 	if err := money.CheckAmount(e.Data.AmountMinor); err != nil {
 		return "rejected: amount_minor " + err.Error(), nil
 	}
-	in := workflows.PayinInput{Credit: activities.Credit{BankEventID: e.ID, AccountNumber: e.Data.AccountNumber,
+	in := workflows.PayinInput{Credit: ledger.Credit{BankEventID: e.ID, AccountNumber: e.Data.AccountNumber,
 		AmountMinor: e.Data.AmountMinor, Currency: e.Data.Currency, Reference: e.Data.Reference},
-		RetryFor: activities.Duration(s.RetryFor)}
+		RetryFor: config.Duration(s.RetryFor)}
 	_, err := s.Temporal.ExecuteWorkflow(ctx, s.Options(in), workflows.Payin, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
@@ -63,23 +64,21 @@ func (s *Service) Options(in workflows.PayinInput) client.StartWorkflowOptions {
 	}
 }
 
-// RerunFailed finds the payin workflows whose latest run failed, was terminated or timed out,
+// RerunFailed finds the payin workflows whose latest run failed, was canceled, terminated or
+// timed out,
 // and runs each again: the ledger credits each bank event at most once however often this runs.
 func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(operation.Rerun)) error {
-	return operation.EachFailed(ctx, s.Temporal, "Payin", since, func(id string) {
+	decode := func(input func(any) error) (operation.Operation, error) {
 		var in workflows.PayinInput
-		run, r := operation.Restart(ctx, s.Temporal, id, func(input func(any) error) (operation.Operation, error) {
-			err := input(&in)
-			return operation.Operation{Options: s.Options(in), Workflow: workflows.Payin, Input: in, ID: in.BankEventID}, err
-		})
-		if run != nil {
-			var out workflows.PayinOutcome
-			if err := run.Get(ctx, &out); err != nil {
-				r.Outcome, r.Detail = "failed", err.Error()
-			} else {
-				r.Outcome, r.Detail = out.Status, "payin "+out.PayinID
-			}
+		err := input(&in)
+		return operation.Operation{Options: s.Options(in), Workflow: workflows.Payin, Input: in, ID: in.BankEventID}, err
+	}
+	return operation.RerunFailed(ctx, s.Temporal, "Payin", since, decode, func(run client.WorkflowRun, r *operation.Rerun) {
+		var out workflows.PayinOutcome
+		if err := run.Get(ctx, &out); err != nil {
+			r.Outcome, r.Detail = "failed", err.Error()
+		} else {
+			r.Outcome, r.Detail = out.Status, "payin "+out.PayinID
 		}
-		report(r)
-	})
+	}, report)
 }

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
@@ -25,18 +25,15 @@ import (
 	"github.com/payments/payments/workflows"
 )
 
-// Service submits payouts.
+// Service submits payouts: an instance of the operation lifecycle (operation.Runner).
 type Service struct {
+	Runner       *operation.Runner
 	Ledger       *ledger.Ledger
-	Temporal     client.Client
-	SyncWait     time.Duration // how long Submit waits for the first answer
 	TTL          time.Duration // how long the first answer is replayed
 	RetryFor     time.Duration // how long holding the money retries technical failures
 	BankRetryFor time.Duration // how long a run keeps giving the bank its instruction
 	PollAfter    time.Duration // how long a run waits for a callback before asking the bank
 	ReturnWindow time.Duration // how long after paid a return is awaited
-	Eager        bool          // start runs on the worker in this process
-	Listener     *operation.Listener
 }
 
 // Request is a payout whose account and currency the caller has already checked.
@@ -68,35 +65,26 @@ const deliverTimeout = 10 * time.Second
 const memoPayoutID = "payout_id"
 
 // Submit runs the payout once per scope: claims it, starts its run (or finds it), and waits for
-// its first answer, stored when the run holds the money. The error, when not nil, is
-// idempotency.ErrReused, a *operation.InUseError, an outage, or PostgreSQL's refusal of a value.
-// Like a transfer's, the claim and the start do not follow the client's context.
+// its first answer, stored when the run holds the money (operation.WaitStored: a payout's run
+// goes on for days, so its result is no answer to wait for). The error, when not nil, is
+// idempotency.ErrReused, an *operation.InUseError, an outage, or PostgreSQL's refusal of a
+// value. Like a transfer's, the claim and the start do not follow the client's context.
 func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
-	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.SyncWait, 5*time.Second))
-	defer cancel()
-	in, rec, created, err := s.claim(startCtx, r)
+	var in workflows.PayoutInput
+	sub, err := s.Runner.Submit(ctx, s.claim(r, &in))
+	defer sub.Close()
 	if err != nil {
 		return Answer{}, database.Outage(err)
 	}
-	answer := Answer{PayoutID: in.PayoutID, Replayed: !created}
-	if rec.Response != nil {
-		answer.Response = *rec.Response
+	answer := Answer{PayoutID: sub.ID, Replayed: !sub.Created}
+	if sub.Response != nil {
+		answer.Response = *sub.Response
 		return answer, nil
 	}
-	var held <-chan idempotency.Response
-	if s.Listener != nil {
-		var stop func()
-		held, stop = s.Listener.Listen(in.PayoutID)
-		defer stop()
-	}
-	if _, err := s.operation(in).Start(startCtx); err != nil {
+	if _, err := s.operation(in).Start(sub.Start); err != nil {
 		return answer, err
 	}
-	grace := time.Duration(0)
-	if created {
-		grace = localGrace
-	}
-	resp, err := s.wait(ctx, in, held, grace)
+	resp, err := operation.WaitStored(ctx, s.Runner, s.Ledger.DB, in.Scope, sub)
 	switch {
 	case err == nil:
 		answer.Response = resp
@@ -106,7 +94,7 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 		if err != nil {
 			return answer, database.Outage(err)
 		}
-		if created {
+		if sub.Created {
 			answer.Pending = &po // 202: accepted, its money not held yet
 			return answer, nil
 		}
@@ -116,96 +104,37 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	}
 }
 
-// wait returns the first answer of the payout, from the worker in this process if it holds the
-// money here (held), or from the ledger, where it is stored, for at most SyncWait. The request
-// that started the payout listens only for localGrace (its run nearly always holds the money
-// here, within milliseconds, eager start) before it reads the ledger too; a duplicate reads it
-// at once (the hold it waits for may have been stored before it began to listen). The reads
-// back off from 20 ms to 200 ms. A payout's run goes on for days, so its result is no answer
-// to wait for.
-func (s *Service) wait(ctx context.Context, in workflows.PayoutInput, held <-chan idempotency.Response, grace time.Duration) (idempotency.Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.SyncWait)
-	defer cancel()
-	if held == nil {
-		grace = 0
-	}
-	next := time.NewTimer(grace)
-	defer next.Stop()
-	for interval := 20 * time.Millisecond; ; interval = min(2*interval, 200*time.Millisecond) {
-		select {
-		case r := <-held:
-			return r, nil
-		case <-ctx.Done():
-			return idempotency.Response{}, ctx.Err()
-		case <-next.C:
-		}
-		rec, found, err := idempotency.Lookup(ctx, s.Ledger.DB, in.Scope())
-		if err != nil && ctx.Err() == nil {
-			return idempotency.Response{}, err
-		}
-		if found && rec.Response != nil && rec.ResourceID == in.PayoutID {
-			return *rec.Response, nil
-		}
-		next.Reset(interval)
-	}
-}
-
-// localGrace is how long the request that started a payout listens only for the hold in this
-// process before it also reads the ledger.
-const localGrace = time.Second
-
-// claim writes the idempotency record and the payout, processing, in one transaction.
-func (s *Service) claim(ctx context.Context, r Request) (in workflows.PayoutInput, rec idempotency.Record, created bool, err error) {
-	err = s.Ledger.InTx(ctx, func(tx pgx.Tx) error {
-		uses, err := ledger.PayoutsUnder(ctx, tx, r.Scope.WorkflowID())
-		if err != nil {
-			return err
-		}
-		rec, created, err = idempotency.Claim(ctx, tx, r.Scope, r.Fingerprint, r.Scope.PayoutID(uses))
-		in = s.input(r, rec.ResourceID)
-		if err != nil || !created {
-			return err
-		}
-		return ledger.InsertPayout(ctx, tx, ledger.Payout{ID: in.PayoutID, AccountID: in.AccountID, AmountMinor: in.AmountMinor,
-			Currency: in.Currency, Destination: in.Destination, Description: in.Description, WorkflowID: in.WorkflowID,
-			Metadata: in.Metadata})
-	})
-	return in, rec, created && err == nil, err
+// claim claims r's payout (in is its run's input once claimed): the payout, processing, is its
+// row.
+func (s *Service) claim(r Request, in *workflows.PayoutInput) operation.Claim {
+	return operation.Claim{Scope: r.Scope, Fingerprint: r.Fingerprint, Uses: ledger.PayoutsUnder, NewID: r.Scope.PayoutID,
+		Then: func(ctx context.Context, tx pgx.Tx, c operation.Claimed) error {
+			if *in = s.input(r, c.ID); !c.Created {
+				return nil
+			}
+			return ledger.InsertPayout(ctx, tx, ledger.Payout{ID: in.PayoutID, AccountID: in.AccountID, AmountMinor: in.AmountMinor,
+				Currency: in.Currency, Destination: in.Destination, Description: in.Description, WorkflowID: in.WorkflowID,
+				Metadata: in.Metadata})
+		}}
 }
 
 func (s *Service) input(r Request, payoutID string) workflows.PayoutInput {
 	return workflows.PayoutInput{
-		PayoutHold: activities.PayoutHold{PayoutID: payoutID, OwnerID: r.Scope.OwnerID, Route: r.Scope.Route,
-			Key: r.Scope.Key, ReplayFor: activities.Duration(s.TTL)},
+		PayoutHold: activities.PayoutHold{PayoutID: payoutID, Scope: r.Scope, ReplayFor: config.Duration(s.TTL)},
 		WorkflowID: r.Scope.WorkflowID(), AccountID: r.AccountID, AmountMinor: r.AmountMinor, Currency: r.Currency,
 		Destination: r.Destination, Description: r.Description, Metadata: r.Metadata,
-		RetryFor: activities.Duration(s.RetryFor), BankRetryFor: activities.Duration(s.BankRetryFor),
-		PollAfter: activities.Duration(s.PollAfter), ReturnWindow: activities.Duration(s.ReturnWindow),
+		RetryFor: config.Duration(s.RetryFor), BankRetryFor: config.Duration(s.BankRetryFor),
+		PollAfter: config.Duration(s.PollAfter), ReturnWindow: config.Duration(s.ReturnWindow),
 	}
 }
 
+// operation is in's run: a payout that completed (paid, failed, returned) is never repeated; a
+// run that failed (the bank down for longer than BankRetryFor) may be run again, and asks the
+// bank again under the same key.
 func (s *Service) operation(in workflows.PayoutInput) operation.Operation {
-	return operation.Operation{
-		Client: s.Temporal,
-		Options: client.StartWorkflowOptions{
-			ID:        in.WorkflowID,
-			TaskQueue: workflows.TaskQueue,
-			// A payout that completed (paid, failed, returned) is never repeated; a run that failed
-			// (the bank down for longer than BankRetryFor) may be run again, and asks the bank again
-			// under the same key.
-			WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-			EnableEagerStart:      s.Eager,
-			TypedSearchAttributes: workflows.PayoutSearchAttributes(in),
-			StaticSummary:         workflows.PayoutSummary(in),
-			Memo:                  workflows.MetadataMemo(in.Metadata),
-		},
-		Workflow: workflows.Payout,
-		Input:    in,
-		MemoKey:  memoPayoutID,
-		ID:       in.PayoutID,
-		Lock:     s.Ledger.LockClaim(in.Scope()),
-		Unclaim:  func(ctx context.Context) error { return s.Ledger.Unclaim(ctx, in.Scope(), in.PayoutID) },
-	}
+	return s.Runner.Operation(operation.Run{Workflow: workflows.Payout, MemoKey: memoPayoutID, ID: in.PayoutID,
+		Scope: in.Scope, Input: in, Attributes: workflows.PayoutSearchAttributes(in), Summary: workflows.PayoutSummary(in),
+		Memo: workflows.MetadataMemo(in.Metadata)})
 }
 
 // Deliver hands a verified bank event about a payment to the run of the payout it names, as an
@@ -236,7 +165,7 @@ func (s *Service) Deliver(ctx context.Context, e bank.Event) (string, error) {
 	// answered 503 at the deadline, the bank sends the event again.
 	ctx, cancel := context.WithTimeout(ctx, deliverTimeout)
 	defer cancel()
-	h, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+	h, err := s.Runner.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: po.WorkflowID, UpdateID: e.ID, UpdateName: workflows.BankEventUpdate,
 		Args: []any{workflows.BankEvent{ID: e.ID, Type: e.Type, PaymentID: e.Data.PaymentID,
 			Reference: e.Data.Reference, Reason: e.Data.Reason}},
@@ -281,19 +210,18 @@ func (s *Service) late(ctx context.Context, e bank.Event, po ledger.Payout) (str
 }
 
 // RerunFailed finds the payout workflows whose latest run failed (the bank did not answer for
-// BankRetryFor, the ledger could not take the outcome), was terminated or timed out, and starts
-// each again with the same input: it holds nothing twice (the hold is kept), asks the bank under
-// the same key (one payment), and carries on. A payout's run lasts until its return window
-// closes, so the report says it started; its status shows how it goes on.
+// BankRetryFor, the ledger could not take the outcome), was canceled, terminated or timed out,
+// and starts each again with the same input: it holds nothing twice (the hold is kept), asks the
+// bank under the same key (one payment), and carries on; one whose payout has ended (canceled
+// before the bank) ends at once. A payout's run lasts until its return window closes, so the
+// report says it started; its status shows how it goes on.
 func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(operation.Rerun)) error {
-	return operation.EachFailed(ctx, s.Temporal, "Payout", since, func(id string) {
-		_, r := operation.Restart(ctx, s.Temporal, id, func(input func(any) error) (operation.Operation, error) {
-			var in workflows.PayoutInput
-			err := input(&in)
-			return s.operation(in), err
-		})
-		report(r)
-	})
+	decode := func(input func(any) error) (operation.Operation, error) {
+		var in workflows.PayoutInput
+		err := input(&in)
+		return s.operation(in), err
+	}
+	return operation.RerunFailed(ctx, s.Runner.Client, "Payout", since, decode, nil, report)
 }
 
 // ResolveStale makes sure every payout still processing olderThan after its claim has a run
@@ -307,40 +235,24 @@ func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(
 // however many, cost nothing each; visibility lags a little, and a payout it misses is
 // described before it is started. One payout that cannot be resolved now does not hold up the
 // others.
-func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (activities.StaleResult, error) {
-	var res activities.StaleResult
+func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (operation.Tally, error) {
+	var res operation.Tally
 	going := map[string]bool{}
-	err := operation.EachRunning(ctx, s.Temporal, "Payout", processingRuns, func(workflowID string) { going[workflowID] = true })
+	err := operation.EachRunning(ctx, s.Runner.Client, "Payout", processingRuns, func(workflowID string) { going[workflowID] = true })
 	if err != nil {
 		return res, err
 	}
-	var errs []error
 	err = s.Ledger.Processing(ctx, olderThan, func(page []ledger.Payout) error {
 		for _, po := range page {
-			if going[po.WorkflowID] {
-				res.Running++
-				continue
+			outcome, err := operation.Running, error(nil)
+			if !going[po.WorkflowID] {
+				outcome, err = s.restart(ctx, po)
 			}
-			outcome, err := s.restart(ctx, po)
-			switch {
-			case err != nil:
-				res.Errors++
-				errs = append(errs, fmt.Errorf("payout %s (%s): %w", po.ID, po.WorkflowID, err))
-			case outcome == "started":
-				res.Started++
-			case outcome == "stopped":
-				res.Stopped++
-			case outcome == "withdrawn":
-				res.Withdrawn++
-			case outcome == "skipped":
-				res.Skipped++
-			default:
-				res.Running++
-			}
+			res.Note(fmt.Sprintf("payout %s (%s)", po.ID, po.WorkflowID), outcome, err)
 		}
 		return nil
 	})
-	return res, errors.Join(append(errs, err)...)
+	return res, res.Err(err)
 }
 
 // processingRuns admits the payout runs that have not heard the bank's outcome yet: those
@@ -351,37 +263,21 @@ var processingRuns = fmt.Sprintf("PayoutStatus IN ('%s', '%s', '%s', '%s')",
 // restart starts payout po's run again unless one is going or an operator stopped the last one,
 // and says which: started, running, stopped, withdrawn (the claim, refused while an earlier use
 // of its key still runs) or skipped (under no idempotency scope).
-func (s *Service) restart(ctx context.Context, po ledger.Payout) (string, error) {
-	scope, ok := idempotency.ScopeOf(po.WorkflowID)
-	if ok {
-		var err error
-		if scope, ok, err = idempotency.Resolve(ctx, s.Ledger.DB, scope, po.ID); err != nil {
-			return "", err
-		}
-	}
-	if !ok {
-		return "skipped", nil
-	}
-	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, po.WorkflowID, "")
-	var notFound *serviceerror.NotFound
-	switch {
-	case errors.As(err, &notFound):
-	case err != nil:
-		return "", operation.TemporalError(err)
-	case operation.Memo(desc.GetWorkflowExecutionInfo(), memoPayoutID) != po.ID:
-		// The latest run is an earlier use's: start this one after it, unless it is still open.
-	case desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		return "running", nil
-	case desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_TERMINATED,
-		desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_CANCELED:
-		return "stopped", nil
+func (s *Service) restart(ctx context.Context, po ledger.Payout) (operation.Outcome, error) {
+	scope, ok, err := operation.ScopeOf(ctx, s.Ledger.DB, po.WorkflowID, po.ID)
+	if err != nil || !ok {
+		return operation.Skipped, err
 	}
 	op := s.operation(s.input(Request{Scope: scope, AccountID: po.AccountID, AmountMinor: po.AmountMinor, Currency: po.Currency,
 		Destination: po.Destination, Description: po.Description, Metadata: po.Metadata}, po.ID))
-	_, err = op.Start(ctx) // a run of an earlier use of the key may hold the ID: Start sorts it out
-	var inUse *operation.InUseError
-	if errors.As(err, &inUse) {
-		return "withdrawn", nil
+	run, err := op.Classify(ctx)
+	switch {
+	case err != nil:
+		return "", err
+	case run.Standing == operation.Open:
+		return operation.Running, nil
+	case run.Standing == operation.Closed && run.Stopped():
+		return operation.Stopped, nil
 	}
-	return "started", operation.TemporalError(err)
+	return op.Recover(ctx) // a run of an earlier use of the key may hold the ID: Start sorts it out
 }

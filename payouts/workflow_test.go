@@ -7,11 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/payments/payments/internal/ledger"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/payments/payments/internal/config"
+	"github.com/payments/payments/internal/ledger"
 
 	"github.com/stretchr/testify/mock"
 	sdkpb "go.temporal.io/api/sdk/v1"
@@ -55,11 +57,11 @@ func newPayoutTest(t *testing.T, pollAfter, returnWindow time.Duration, says ban
 	var a *activities.Activities
 	p.w.RegisterActivity(a)
 	p.in = workflows.PayoutInput{
-		PayoutHold: activities.PayoutHold{PayoutID: "po_1", OwnerID: "own_1", Route: idempotency.RoutePayouts, Key: "k"},
+		PayoutHold: activities.PayoutHold{PayoutID: "po_1", Scope: idempotency.Scope{OwnerID: "own_1", Route: idempotency.RoutePayouts, Key: "k"}},
 		WorkflowID: "payout/own_1/k", AccountID: "acc_1", AmountMinor: 100, Currency: "USD",
 		Destination:  bank.Destination{AccountNumber: payee, BankCode: bankCode},
-		BankRetryFor: activities.Duration(time.Hour), PollAfter: activities.Duration(pollAfter),
-		ReturnWindow: activities.Duration(returnWindow),
+		BankRetryFor: config.Duration(time.Hour), PollAfter: config.Duration(pollAfter),
+		ReturnWindow: config.Duration(returnWindow),
 	}
 	p.w.OnActivity(a.HoldPayout, mock.Anything, mock.Anything).Return(func(context.Context, activities.PayoutHold) (activities.Held, error) {
 		if p.held != nil {

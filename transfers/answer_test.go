@@ -17,11 +17,13 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
+	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/rig/testenv/testdb"
+	"github.com/payments/payments/workflows"
 )
 
 // ledgerForTest is a migrated database of this test process's own, on the tests' PostgreSQL
-// (TEST_DATABASE_URL), dropped at the end. (The package cannot use internal/testenv, which
+// (TEST_DATABASE_URL), dropped at the end. (The package cannot use rig/testenv, which
 // imports it.)
 func ledgerForTest(t *testing.T) *ledger.Ledger {
 	ctx := context.Background()
@@ -76,7 +78,7 @@ func TestPendingAnswerOfAFinishedTransferIsItsFinalAnswer(t *testing.T) {
 	}
 	from, _ := ledger.CreateAccount(ctx, l.DB, ledger.NewID("acc_"), ownerID, "USD", "", nil)
 	to, _ := ledger.CreateAccount(ctx, l.DB, ledger.NewID("acc_"), ownerID, "USD", "", nil)
-	s := &Service{Ledger: l, TTL: time.Hour, Answer: answer}
+	s := &Service{Runner: &operation.Runner{Claims: l}, Ledger: l, TTL: time.Hour, Answer: answer}
 	deposit := idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteDeposit, Key: "d"}
 	if _, _, err := l.Post(ctx, ledger.Posting{TransferID: deposit.TransferID(0), WorkflowID: deposit.WorkflowID(),
 		From: money.FundingAccountID("USD"), To: from.ID, AmountMinor: 100, Currency: "USD", Scope: deposit}, answer); err != nil {
@@ -85,9 +87,10 @@ func TestPendingAnswerOfAFinishedTransferIsItsFinalAnswer(t *testing.T) {
 
 	req := Request{Scope: idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteTransfers, Key: "k"},
 		Fingerprint: []byte("fp"), From: from.ID, To: to.ID, AmountMinor: 40, Currency: "USD"}
-	in, _, created, err := s.claim(ctx, req)
-	if err != nil || !created {
-		t.Fatalf("claim: %v %v", created, err)
+	var in workflows.TransferInput
+	claimed, err := s.Runner.Claim(ctx, s.claim(req, &in))
+	if err != nil || !claimed.Created {
+		t.Fatalf("claim: %v %v", claimed.Created, err)
 	}
 	waitRanOut := context.DeadlineExceeded
 	pending, err := s.afterWait(ctx, in, nil, Answer{}, true, waitRanOut)

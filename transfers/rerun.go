@@ -5,32 +5,28 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/workflows"
 )
 
-// RerunFailed finds the transfer workflows whose latest run failed, was terminated or timed out
-// (and closed after since, when since is not zero) and runs each again under the same workflow
-// ID with the same input, one at a time, reporting each outcome as it is known. The ledger posts
-// each transfer at most once however often this runs.
+// RerunFailed finds the transfer workflows whose latest run failed, was canceled, terminated or
+// timed out (and closed after since, when since is not zero) and runs each again under the same
+// workflow ID with the same input, one at a time, reporting each outcome as it is known. The
+// ledger posts each transfer at most once however often this runs.
 func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(operation.Rerun)) error {
-	return operation.EachFailed(ctx, s.Temporal, "Transfer", since, func(id string) { report(s.rerun(ctx, id)) })
-}
-
-func (s *Service) rerun(ctx context.Context, workflowID string) operation.Rerun {
-	run, r := operation.Restart(ctx, s.Temporal, workflowID, func(input func(any) error) (operation.Operation, error) {
+	decode := func(input func(any) error) (operation.Operation, error) {
 		var in workflows.TransferInput
 		err := input(&in)
 		return s.operation(in), err
-	})
-	if run == nil {
-		return r
 	}
-	var out workflows.TransferOutcome
-	if err := run.Get(ctx, &out); err != nil {
-		r.Outcome, r.Detail = "failed", err.Error()
-		return r
-	}
-	r.Outcome, r.Detail = string(out.Status), fmt.Sprintf("HTTP %d, stored for replay", out.Response.Status)
-	return r
+	return operation.RerunFailed(ctx, s.Runner.Client, "Transfer", since, decode, func(run client.WorkflowRun, r *operation.Rerun) {
+		var out workflows.TransferOutcome
+		if err := run.Get(ctx, &out); err != nil {
+			r.Outcome, r.Detail = "failed", err.Error()
+			return
+		}
+		r.Outcome, r.Detail = string(out.Status), fmt.Sprintf("HTTP %d, stored for replay", out.Response.Status)
+	}, report)
 }

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
@@ -24,19 +25,13 @@ import (
 	"github.com/payments/payments/workflows"
 )
 
-// Service submits transfers.
+// Service submits transfers: an instance of the operation lifecycle (operation.Runner).
 type Service struct {
+	Runner   *operation.Runner
 	Ledger   *ledger.Ledger
-	Temporal client.Client
 	Answer   ledger.Answer // the answer stored with a final transfer (api.TransferAnswer)
-	SyncWait time.Duration // how long Submit waits for the workflow's result
 	TTL      time.Duration // how long a final answer is replayed
 	RetryFor time.Duration // how long a transfer retries technical failures
-	// Eager starts the workflow's first task in this process when a worker runs here: the
-	// transfer then costs no task dispatch through the server before its posting.
-	Eager bool
-	// Listener, shared with the worker in this process, answers as soon as the posting commits.
-	Listener *operation.Listener
 }
 
 // Request is a transfer, or a refund of one, whose accounts and currency the caller has already
@@ -89,50 +84,75 @@ type Answer struct {
 // FailedError is operation.FailedError: a transfer or refund whose run ended without posting it.
 type FailedError = operation.FailedError
 
-// minStartBudget bounds the claim and the start together, whatever SyncWait is.
-const minStartBudget = 5 * time.Second
-
 // Submit runs the transfer once per scope and answers as the contract says (docs/contract.md
 // §3, §4). The error, when not nil, is idempotency.ErrReused, an *InUseError, a *FailedError,
 // an outage (Temporal or PostgreSQL unreachable), or PostgreSQL's refusal of a value of the
-// request; the Answer then still names the transfer when one was claimed.
-//
-// Claiming and starting do not follow the client's context: once a request has arrived whole,
-// its transfer is claimed and started even if the client hangs up, so a claim is never left
-// behind without its workflow. Only the wait for the result ends with the client.
+// request; the Answer then still names the transfer when one was claimed. The claim and the
+// start do not follow the client's context (operation.Submission).
 func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
-	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.SyncWait, minStartBudget))
-	defer cancel()
-	in, rec, created, err := s.claim(startCtx, r)
+	var in workflows.TransferInput
+	sub, err := s.Runner.Submit(ctx, s.claim(r, &in))
+	defer sub.Close()
 	if err != nil {
 		return Answer{}, database.Outage(err)
 	}
-	answer := Answer{TransferID: in.TransferID, Replayed: !created}
-	if rec.Response != nil {
-		answer.Response = *rec.Response
+	answer := Answer{TransferID: sub.ID, Replayed: !sub.Created}
+	if sub.Response != nil {
+		answer.Response = *sub.Response
 		return answer, nil
 	}
-
-	if s.Listener == nil { // no worker here: the run answers through the server
-		return s.startAndAsk(ctx, startCtx, in, answer, created)
+	if sub.Heard == nil { // no worker here: the run answers through the server
+		return s.startAndAsk(ctx, sub, in, answer)
 	}
-	// Listen before the start: an eager start may post before ExecuteWorkflow returns.
-	posted, stop := s.Listener.Listen(in.TransferID)
-	defer stop()
-	run, err := s.start(startCtx, in)
+	run, err := s.operation(in).Start(sub.Start)
 	if err != nil {
 		return answer, err
 	}
-	grace := time.Duration(0) // a duplicate's posting may have committed before it listened
-	if created {
-		grace = localGrace
-	}
-	resp, err := wait(ctx, s.SyncWait, run, posted, grace)
+	resp, err := operation.WaitResult(ctx, s.Runner, sub, run, outcomeAnswer)
 	if err == nil {
 		answer.Response = resp
 		return answer, nil
 	}
-	return s.afterWait(ctx, in, run, answer, created, err)
+	return s.afterWait(ctx, in, run, answer, sub.Created, err)
+}
+
+func outcomeAnswer(out workflows.TransferOutcome) idempotency.Response { return out.Response }
+
+// startAndAsk runs the transfer from a process without a worker (`payments api`): it asks the
+// run for its answer as it starts it (operation.Ask). Every other end of the call (the run
+// refuses to answer for another use of the key, the run closed before it answered, a worker
+// without the update, Temporal unreachable, the client gone) goes the way a start and a result
+// poll go: it finds this transfer's run or starts it (telling an earlier use's run from this
+// one's), so the run has started whatever the client does, and answers from the result or the
+// ledger.
+func (s *Service) startAndAsk(ctx context.Context, sub *operation.Submission, in workflows.TransferInput, answer Answer) (Answer, error) {
+	waitCtx, cancel := context.WithTimeout(ctx, s.Runner.SyncWait)
+	defer cancel()
+	op := s.operation(in)
+	out, runID, err := operation.Ask[workflows.TransferOutcome](waitCtx, op, workflows.AnswerUpdate)
+	switch {
+	case err == nil && out.Status.Final():
+		answer.Response = out.Response
+		return answer, nil
+	case err == nil: // the run could not post it
+		return s.ended(ctx, in, runID, answer)
+	}
+	// The run this call started or joined, if it got that far. Not started again when it has
+	// closed: a run terminated while the caller waited is answered as failed, as it would be to
+	// a result poll, and runs again only when the request is sent again.
+	run, err := op.Find(sub.Start)
+	if err == nil && run == nil {
+		run, err = op.Start(sub.Start)
+	}
+	if err != nil {
+		return answer, err
+	}
+	resp, err := operation.WaitResult(waitCtx, s.Runner, sub, run, outcomeAnswer) // what is left of the one wait
+	if err == nil {
+		answer.Response = resp
+		return answer, nil
+	}
+	return s.afterWait(ctx, in, run, answer, sub.Created, err)
 }
 
 // afterWait answers when the wait gave no result: the run ended without one, the wait ran out,
@@ -182,7 +202,7 @@ func (s *Service) settled(ctx context.Context, in workflows.TransferInput, t led
 		}
 		return answer, notFinal
 	}
-	resp, err := ledger.StoredAnswer(ctx, s.Ledger.DB, in.Scope(), t, s.Answer)
+	resp, err := ledger.StoredAnswer(ctx, s.Ledger.DB, in.Scope, t, s.Answer)
 	answer.Response = resp
 	return answer, database.Outage(err)
 }
@@ -198,12 +218,11 @@ func kindOf(in workflows.TransferInput) operation.Kind {
 func (s *Service) input(r Request, transferID string) workflows.TransferInput {
 	in := workflows.TransferInput{
 		Posting: activities.Posting{
-			TransferID: transferID, WorkflowID: r.Scope.WorkflowID(),
+			TransferID: transferID, WorkflowID: r.Scope.WorkflowID(), Scope: r.Scope,
 			From: r.From, To: r.To, AmountMinor: r.AmountMinor, Currency: r.Currency, Description: r.Description,
-			OwnerID: r.Scope.OwnerID, Route: r.Scope.Route, Key: r.Scope.Key,
-			ReplayFor: activities.Duration(s.TTL), Metadata: r.Metadata, RefundOf: r.RefundOf,
+			ReplayFor: config.Duration(s.TTL), Metadata: r.Metadata, RefundOf: r.RefundOf,
 		},
-		RetryFor: activities.Duration(s.RetryFor),
+		RetryFor: config.Duration(s.RetryFor),
 	}
 	if r.RefundOf != "" {
 		in.Kind = ledger.KindRefund
@@ -211,31 +230,36 @@ func (s *Service) input(r Request, transferID string) workflows.TransferInput {
 	return in
 }
 
-// claim writes the idempotency record and the pending transfer in one transaction, so the
-// transfer can be read (GET, a 202's Location) as soon as the scope is claimed. The transfer id
-// is the scope's TransferID for this use of the key: the transfers already made under the
-// scope's workflow ID are its earlier uses (a key is used again only after its record expired).
-func (s *Service) claim(ctx context.Context, r Request) (in workflows.TransferInput, rec idempotency.Record, created bool, err error) {
-	err = s.Ledger.InTx(ctx, func(tx pgx.Tx) error {
-		uses, err := ledger.TransfersUnder(ctx, tx, r.Scope.WorkflowID())
-		if err != nil {
-			return err
-		}
-		rec, created, err = idempotency.Claim(ctx, tx, r.Scope, r.Fingerprint, r.id(uses))
-		in = s.input(r, rec.ResourceID)
-		if err == nil && !created && r.RefundOf != "" {
-			// A duplicate runs (or re-runs) the refund as claimed, not what remains now; a refund
-			// of all that remains is resolved by its posting from the claimed row.
-			in.AmountMinor, err = ledger.ClaimedAmount(ctx, tx, rec.ResourceID, in.AmountMinor)
-		}
-		if err != nil || !created {
-			return err
-		}
-		p := in.Ledger("")
-		p.RefundRemaining = r.RefundRemaining // the row, which every run of it posts, says so
-		return ledger.InsertPending(ctx, tx, p)
-	})
-	return in, rec, created && err == nil, err
+// claim claims r's transfer (in is its run's input once claimed): the pending transfer is its
+// row, and its id is the scope's TransferID (or RefundID) for this use of the key.
+func (s *Service) claim(r Request, in *workflows.TransferInput) operation.Claim {
+	return operation.Claim{Scope: r.Scope, Fingerprint: r.Fingerprint, Uses: ledger.TransfersUnder, NewID: r.id,
+		Then: func(ctx context.Context, tx pgx.Tx, c operation.Claimed) (err error) {
+			*in = s.input(r, c.ID)
+			switch {
+			case !c.Created && r.RefundOf != "":
+				// A duplicate runs (or re-runs) the refund as claimed, not what remains now; a refund
+				// of all that remains is resolved by its posting from the claimed row.
+				in.AmountMinor, err = ledger.ClaimedAmount(ctx, tx, c.ID, in.AmountMinor)
+				return err
+			case !c.Created:
+				return nil
+			}
+			p := in.Ledger("")
+			p.RefundRemaining = r.RefundRemaining // the row, which every run of it posts, says so
+			return ledger.InsertPending(ctx, tx, p)
+		}}
+}
+
+// memoTransferID names the memo field holding the transfer a run posts.
+const memoTransferID = "transfer_id"
+
+// operation is in's run: a completed run is never repeated; a failed one may be run again under
+// the same ID.
+func (s *Service) operation(in workflows.TransferInput) operation.Operation {
+	return s.Runner.Operation(operation.Run{Workflow: workflows.Transfer, MemoKey: memoTransferID, ID: in.TransferID,
+		Scope: in.Scope, Input: in, Attributes: workflows.SearchAttributes(in), Summary: workflows.Summary(in),
+		Memo: workflows.MetadataMemo(in.Metadata)})
 }
 
 // ErrNotCustomer is a deposit into an account that does not exist or is a funding account.

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -23,19 +24,21 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/workflows"
 )
 
 // New returns a worker for the transfer task queue; the caller starts and stops it.
-// internal/app assembles acts; a worker without the ledger or the answers it stores would fail
+// app assembles acts and the recovery pass (the services that resolve their claims left pending); a worker without the ledger or the answers it stores would fail
 // every posting, so it is refused here, at start.
-func New(c client.Client, acts *activities.Activities) sdkworker.Worker {
-	if acts.Ledger == nil || acts.Answer == nil || acts.PayoutAnswer == nil || acts.Bank == nil || acts.Stale == nil || acts.Webhooks == nil {
-		panic("worker.New: activities need Ledger, Answer, PayoutAnswer, Bank, Stale and Webhooks (internal/app assembles them)")
+func New(c client.Client, acts *activities.Activities, recovery operation.Recovery) sdkworker.Worker {
+	if acts.Ledger == nil || acts.Answer == nil || acts.PayoutAnswer == nil || acts.Bank == nil || acts.Webhooks == nil || len(recovery) == 0 {
+		panic("worker.New: activities need Ledger, Answer, PayoutAnswer, Bank and Webhooks, and the recovery its services (app assembles them)")
 	}
 	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
 	registerWorkflows(w)
 	w.RegisterActivity(acts)
+	w.RegisterActivityWithOptions(recovery.ResolveStale, activity.RegisterOptions{Name: workflows.RecoveryActivity})
 	return w
 }
 

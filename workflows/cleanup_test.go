@@ -4,10 +4,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/operation"
 )
 
 func TestCleanupReturnsWhatThePassDid(t *testing.T) {
@@ -29,12 +32,12 @@ func TestCleanupReturnsWhatThePassDid(t *testing.T) {
 func TestRecoveryPassResolvesClaimsPastTheirBound(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
-	var a *activities.Activities
-	env.RegisterActivity(a)
-	env.OnActivity(a.ResolveStaleTransfers, mock.Anything, activities.Duration(StaleAfter)).
-		Return(activities.StaleResult{Started: 2, Failed: 1}, nil).Once()
+	var recovery operation.Recovery
+	env.RegisterActivityWithOptions(recovery.ResolveStale, activity.RegisterOptions{Name: RecoveryActivity})
+	env.OnActivity(RecoveryActivity, mock.Anything, config.Duration(StaleAfter)).
+		Return(operation.Tally{Started: 2, Failed: 1}, nil).Once()
 	env.ExecuteWorkflow(RecoverTransfers)
-	var res activities.StaleResult
+	var res operation.Tally
 	if err := env.GetWorkflowResult(&res); err != nil || res.Started != 2 || res.Failed != 1 {
 		t.Fatalf("result %+v, %v", res, err)
 	}

@@ -6,12 +6,14 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/config"
+	"github.com/payments/payments/internal/ledger"
 )
 
 // PayinInput is what a payin workflow takes: the bank's credit, as its verified event said.
 type PayinInput struct {
-	activities.Credit
-	RetryFor activities.Duration // how long crediting retries technical failures (DefaultRetryFor when 0)
+	ledger.Credit
+	RetryFor config.Duration // how long crediting retries technical failures (DefaultRetryFor when 0)
 }
 
 // PayinOutcome is what a payin workflow returns: the payin, credited or unmatched.

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/payments/payments/internal/ledger"
 	"time"
+
+	"github.com/payments/payments/internal/config"
+	"github.com/payments/payments/internal/ledger"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -26,11 +28,11 @@ type PayoutInput struct {
 	Currency     string
 	Destination  bank.Destination
 	Description  string
-	Metadata     map[string]string   `json:",omitempty"` // the client's; in the run's memo, never in its search attributes
-	RetryFor     activities.Duration // how long holding the money retries technical failures
-	BankRetryFor activities.Duration // how long to keep giving the bank the instruction before the run fails
-	PollAfter    activities.Duration // how long to wait for the bank's callback before asking it
-	ReturnWindow activities.Duration // how long after it is paid a return is still awaited
+	Metadata     map[string]string `json:",omitempty"` // the client's; in the run's memo, never in its search attributes
+	RetryFor     config.Duration   // how long holding the money retries technical failures
+	BankRetryFor config.Duration   // how long to keep giving the bank the instruction before the run fails
+	PollAfter    config.Duration   // how long to wait for the bank's callback before asking it
+	ReturnWindow config.Duration   // how long after it is paid a return is still awaited
 }
 
 // Instruction is what the bank is asked to pay: keyed by the payout id, so that every retry,
@@ -472,7 +474,7 @@ func bankOptions(ctx workflow.Context, in PayoutInput) workflow.Context {
 
 // ledgerOptions are those of a step in the ledger: a local activity retried through technical
 // failures for retryFor (DefaultRetryFor when 0).
-func ledgerOptions(retryFor activities.Duration) workflow.LocalActivityOptions {
+func ledgerOptions(retryFor config.Duration) workflow.LocalActivityOptions {
 	d := time.Duration(retryFor)
 	if d <= 0 {
 		d = DefaultRetryFor

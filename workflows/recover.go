@@ -5,12 +5,16 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/config"
+	"github.com/payments/payments/internal/operation"
 )
 
-// The recovery Schedule: every RecoveryEvery, RecoverTransfers resolves the transfers claimed
-// more than StaleAfter ago and still pending, so that none stays pending for longer than
-// StaleAfter + RecoveryEvery (ledger.PendingBound, which reconcile holds the ledger to).
+// The recovery Schedule: every RecoveryEvery, RecoverTransfers resolves the claims (transfers,
+// payouts) made more than StaleAfter ago and still pending, so that none stays pending for
+// longer than StaleAfter + RecoveryEvery (ledger.PendingBound, which reconcile holds the ledger
+// to), and the webhook endpoints left behind. The Schedule, workflow and activity keep the names
+// they had when they served transfers only: histories and running deployments know them by
+// these names (ADR 0011).
 const (
 	RecoveryScheduleID = "transfer-recovery"
 	RecoveryEvery      = 5 * time.Minute
@@ -21,10 +25,13 @@ const (
 // workflow never started, marks failed a transfer whose run ended without posting it, and
 // starts again a payout whose run failed with its money held (transfers.Service.ResolveStale,
 // payouts.Service.ResolveStale). Each pass shows in the Temporal UI under its Schedule.
-func RecoverTransfers(ctx workflow.Context) (activities.StaleResult, error) {
+func RecoverTransfers(ctx workflow.Context) (operation.Tally, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Minute})
-	var a *activities.Activities
-	var res activities.StaleResult
-	err := workflow.ExecuteActivity(ctx, a.ResolveStaleTransfers, activities.Duration(StaleAfter)).Get(ctx, &res)
+	var res operation.Tally
+	err := workflow.ExecuteActivity(ctx, RecoveryActivity, config.Duration(StaleAfter)).Get(ctx, &res)
 	return res, err
 }
+
+// RecoveryActivity is the name the recovery pass (operation.Recovery.ResolveStale, which the
+// worker registers) runs under, as histories know it.
+const RecoveryActivity = "ResolveStaleTransfers"

@@ -3,8 +3,10 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"github.com/payments/payments/internal/ledger"
 	"time"
+
+	"github.com/payments/payments/internal/config"
+	"github.com/payments/payments/internal/ledger"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -19,7 +21,7 @@ import (
 // transfer.
 type TransferInput struct {
 	activities.Posting
-	RetryFor activities.Duration // 0: DefaultRetryFor
+	RetryFor config.Duration // 0: DefaultRetryFor
 }
 
 // TransferOutcome is what a transfer workflow returns: the transfer's final status (completed or

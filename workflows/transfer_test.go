@@ -14,7 +14,7 @@ import (
 )
 
 var input = TransferInput{Posting: activities.Posting{TransferID: "tr_1", WorkflowID: "transfer/own_1/k", From: "acc_a", To: "acc_b",
-	AmountMinor: 1000, Currency: "USD", OwnerID: "own_1", Route: idempotency.RouteTransfers, Key: "k"}}
+	AmountMinor: 1000, Currency: "USD", Scope: idempotency.Scope{OwnerID: "own_1", Route: idempotency.RouteTransfers, Key: "k"}}}
 
 // a names the activities for mocking; their methods are never called on it.
 var a *activities.Activities

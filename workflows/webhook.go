@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/config"
 )
 
 // WebhookInput is what an endpoint's delivery workflow takes: the endpoint, how long an event
@@ -15,7 +16,7 @@ import (
 // continue-as-new, since when the event it is stuck on has been failing.
 type WebhookInput struct {
 	EndpointID   string
-	RetryFor     activities.Duration
+	RetryFor     config.Duration
 	FailingSince time.Time
 	Attempt      int
 }

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/config"
 )
 
 // newWebhookEnv returns a test environment for WebhookDelivery, and the search attributes its
@@ -40,7 +41,7 @@ func TestDeliveryGivesUpAfterRetryFor(t *testing.T) {
 		at = append(at, env.Now())
 		return notTaken, nil
 	})
-	env.ExecuteWorkflow(WebhookDelivery, WebhookInput{EndpointID: "we_1", RetryFor: activities.Duration(time.Minute)})
+	env.ExecuteWorkflow(WebhookDelivery, WebhookInput{EndpointID: "we_1", RetryFor: config.Duration(time.Minute)})
 	var appErr *temporal.ApplicationError
 	if err := env.GetWorkflowError(); !errors.As(err, &appErr) || appErr.Type() != ErrTypeGaveUp {
 		t.Fatalf("workflow error %v, want %s", err, ErrTypeGaveUp)
@@ -85,7 +86,7 @@ func TestDeliveryRecoversThenEndsWhenDeleted(t *testing.T) {
 		}
 	})
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(WakeSignal, nil) }, time.Hour)
-	env.ExecuteWorkflow(WebhookDelivery, WebhookInput{EndpointID: "we_1", RetryFor: activities.Duration(time.Minute)})
+	env.ExecuteWorkflow(WebhookDelivery, WebhookInput{EndpointID: "we_1", RetryFor: config.Duration(time.Minute)})
 	if err := env.GetWorkflowError(); err != nil || calls != 6 {
 		t.Fatalf("workflow error %v after %d batches, want none after 6", err, calls)
 	}

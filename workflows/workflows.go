@@ -8,7 +8,9 @@ package workflows
 
 import "go.temporal.io/api/enums/v1"
 
-// TaskQueue is the queue the workflows and their activities run on.
+// TaskQueue is the queue every workflow and activity runs on. Its name is older than the
+// payouts, payins and webhooks it also serves, and stays: a running workflow's tasks wait on the
+// queue it started on, so a new name would strand every run in flight (ADR 0011).
 const TaskQueue = "payments-transfers"
 
 // SearchAttributeTypes are the custom search attributes the workflows carry, which the

@@ -11,8 +11,8 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 
-	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/rig/testenv"
 	"github.com/payments/payments/workflows"
 )
@@ -126,7 +126,7 @@ func TestAPIKilledBetweenClaimAndStart(t *testing.T) {
 		wf(abandoned), workflows.StaleAfter+time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	var res activities.StaleResult
+	var res operation.Tally
 	env.RunSchedule(t, workflows.RecoveryScheduleID, &res)
 	if res.Started < 1 {
 		t.Fatalf("recovery pass %+v: the abandoned claim was not started", res)

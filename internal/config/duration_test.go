@@ -1,4 +1,4 @@
-package activities
+package config
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package transfers
+package operation
 
 import (
 	"context"
@@ -30,12 +30,12 @@ func (r *pollingRun) Get(ctx context.Context, _ any) error {
 	}
 }
 
-// A posting that answers within localGrace is the answer, and no result poll is made.
+// A posting that answers within LocalGrace is the answer, and no result poll is made.
 func TestWaitAnswersFromThePostingWithoutAPoll(t *testing.T) {
 	run := &pollingRun{polling: make(chan struct{}), close: make(chan struct{})}
 	posted := make(chan idempotency.Response, 1)
 	posted <- idempotency.Response{Status: 201}
-	resp, err := wait(context.Background(), time.Minute, run, posted, localGrace)
+	resp, err := waitFor(context.Background(), run, posted)
 	if err != nil || resp.Status != 201 {
 		t.Fatalf("got %+v, %v; want the posting's answer", resp, err)
 	}
@@ -59,7 +59,7 @@ func TestWaitLeavesTheResultPollRunning(t *testing.T) {
 		<-run.polling // the poll is under way...
 		posted <- idempotency.Response{}
 	}()
-	if _, err := wait(ctx, time.Minute, run, posted, localGrace); err != nil {
+	if _, err := waitFor(ctx, run, posted); err != nil {
 		t.Fatal(err)
 	}
 	cancel() // as the request ends when Submit returns
@@ -71,4 +71,10 @@ func TestWaitLeavesTheResultPollRunning(t *testing.T) {
 		t.Fatalf("the result poll has no deadline, or a later one than the wait: %v %v", d, ok)
 	}
 	close(run.close)
+}
+
+// waitFor is WaitResult for a minute, heard from posted, as the request that claimed it.
+func waitFor(ctx context.Context, run client.WorkflowRun, posted <-chan idempotency.Response) (idempotency.Response, error) {
+	return WaitResult(ctx, &Runner{SyncWait: time.Minute}, &Submission{Heard: posted, Grace: LocalGrace}, run,
+		func(struct{}) idempotency.Response { return idempotency.Response{} })
 }

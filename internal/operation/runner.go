@@ -1,0 +1,169 @@
+package operation
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/idempotency"
+)
+
+// Runner runs operations claimed under idempotency scopes (transfers and refunds, payouts): a
+// kind of money movement is an instance of it, saying only what its operations make and how
+// their runs are shown (Run, Claim). Everything else of the lifecycle is here: the claim, the
+// run's start options, the wait for the answer, the classification of a run, the recovery, the
+// rerun. One runner serves every kind.
+type Runner struct {
+	Client    client.Client
+	Claims    Claims
+	TaskQueue string
+	// SyncWait is how long a submission waits for the answer; the claim and the start together
+	// have at least minStartBudget, whatever it is.
+	SyncWait time.Duration
+	// Eager starts the run's first task in this process when a worker runs here; Listener,
+	// shared with that worker, hears each answer the moment it commits here.
+	Eager    bool
+	Listener *Listener
+}
+
+// Claims is where claims are kept: the ledger.
+type Claims interface {
+	InTx(ctx context.Context, f func(pgx.Tx) error) error
+	// LockClaim runs f holding the lock of scope's claim.
+	LockClaim(scope idempotency.Scope) func(ctx context.Context, f func() error) error
+	// Unclaim withdraws the claim of operation id under scope, and its row, if nothing was done.
+	Unclaim(ctx context.Context, scope idempotency.Scope, id string) error
+}
+
+// Run is what an instance says of one operation's run.
+type Run struct {
+	Workflow   any    // the kind's workflow function
+	MemoKey    string // the memo field naming the operation a run makes, e.g. "transfer_id"
+	ID         string // what the operation makes: a transfer's id, a payout's
+	Scope      idempotency.Scope
+	Input      any
+	Attributes temporal.SearchAttributes
+	Summary    string
+	Memo       map[string]any // shown in the Temporal UI, beside the memo naming the operation
+}
+
+// Operation is run as r starts it: under the scope's workflow ID, never repeated once completed
+// (a run that failed, was canceled, terminated or timed out may run again under the same ID),
+// its memo naming the operation, its claim locked and withdrawn through r.Claims.
+func (r *Runner) Operation(run Run) Operation {
+	return Operation{
+		Client: r.Client,
+		Options: client.StartWorkflowOptions{
+			ID:                    run.Scope.WorkflowID(),
+			TaskQueue:             r.TaskQueue,
+			WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+			EnableEagerStart:      r.Eager,
+			TypedSearchAttributes: run.Attributes,
+			StaticSummary:         run.Summary,
+			Memo:                  run.Memo,
+		},
+		Workflow: run.Workflow,
+		Input:    run.Input,
+		MemoKey:  run.MemoKey,
+		ID:       run.ID,
+		Lock:     r.Claims.LockClaim(run.Scope),
+		Unclaim:  func(ctx context.Context) error { return r.Claims.Unclaim(ctx, run.Scope, run.ID) },
+	}
+}
+
+// Claimed is a request's claim of its scope: the operation's id, whether this request made the
+// claim, and the answer stored with it once final.
+type Claimed struct {
+	ID       string
+	Created  bool
+	Response *idempotency.Response
+}
+
+// Claim is how an instance claims its operation: uses counts the operations already made under
+// the scope's workflow ID (the key's earlier uses, whose records expired), newID names the
+// use-th, and then runs in the claim's transaction with its outcome: it writes the operation's
+// row when the claim is new, and reads what a duplicate runs.
+type Claim struct {
+	Scope       idempotency.Scope
+	Fingerprint []byte
+	Uses        func(ctx context.Context, q database.Querier, workflowID string) (int, error)
+	NewID       func(use int) string
+	Then        func(ctx context.Context, tx pgx.Tx, c Claimed) error
+}
+
+// Claim writes the idempotency record and the operation's row in one transaction, so that the
+// operation can be read (GET, a 202's Location) as soon as its scope is claimed.
+func (r *Runner) Claim(ctx context.Context, c Claim) (Claimed, error) {
+	var out Claimed
+	err := r.Claims.InTx(ctx, func(tx pgx.Tx) error {
+		uses, err := c.Uses(ctx, tx, c.Scope.WorkflowID())
+		if err != nil {
+			return err
+		}
+		rec, created, err := idempotency.Claim(ctx, tx, c.Scope, c.Fingerprint, c.NewID(uses))
+		if err != nil {
+			return err
+		}
+		out = Claimed{ID: rec.ResourceID, Created: created, Response: rec.Response}
+		return c.Then(ctx, tx, out)
+	})
+	if err != nil {
+		return Claimed{}, err
+	}
+	return out, nil
+}
+
+// minStartBudget bounds the claim and the start together, whatever SyncWait is.
+const minStartBudget = 5 * time.Second
+
+// LocalGrace is how long the request that claimed an operation listens only for its answer in
+// this process before it also asks elsewhere (Temporal, the ledger). Under serve the answer
+// nearly always commits here (eager start), within milliseconds when the machine is not
+// overloaded, so most requests cost no poll at all; a run elsewhere is answered up to
+// LocalGrace later. A duplicate asks at once: the answer it waits for may have committed before
+// it began to listen.
+const LocalGrace = time.Second
+
+// Submission is one request's way through the lifecycle after its claim. Claiming and starting
+// do not follow the client's context (Start): once a request has arrived whole, its operation is
+// claimed and started even if the client hangs up, so a claim is never left behind without its
+// run. Only the wait for the answer ends with the client.
+type Submission struct {
+	Claimed
+	Start context.Context             // for the claim and the start: not the client's
+	Heard <-chan idempotency.Response // the answer, if it commits in this process; nil without a listener
+	Grace time.Duration               // how long to listen only to Heard (LocalGrace for the claimer)
+	done  []func()
+}
+
+// Close releases what the submission holds; call it when the request is answered.
+func (s *Submission) Close() {
+	for _, f := range s.done {
+		f()
+	}
+}
+
+// Submit claims c and, unless its answer is stored already, listens for it in this process
+// (before the start: an eager start may answer before ExecuteWorkflow returns). The error is
+// the claim's: idempotency.ErrReused, or PostgreSQL's.
+func (r *Runner) Submit(ctx context.Context, c Claim) (*Submission, error) {
+	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(r.SyncWait, minStartBudget))
+	s := &Submission{Start: startCtx, done: []func(){cancel}}
+	var err error
+	if s.Claimed, err = r.Claim(startCtx, c); err != nil || s.Response != nil {
+		return s, err
+	}
+	if r.Listener != nil {
+		heard, stop := r.Listener.Listen(s.ID)
+		s.Heard, s.done = heard, append(s.done, stop)
+		if s.Created {
+			s.Grace = LocalGrace
+		}
+	}
+	return s, nil
+}
