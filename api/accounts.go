@@ -1,17 +1,13 @@
 package api
 
 import (
-	"errors"
 	"net/http"
-	"strconv"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
 	"github.com/payments/payments/api/request"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
-	"github.com/payments/payments/internal/problem"
 )
 
 // createAccount opens an account. The account, its idempotency record and the stored response
@@ -25,42 +21,12 @@ func (s *Server) createAccount(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	answer, replayed, _, err := s.createOnce(c, scope, fp, "acc_", func(tx pgx.Tx, id string) (idempotency.Response, error) {
-		acc, err := ledger.CreateAccount(c.Request().Context(), tx, id, owner(c), req.Currency, req.Name, req.Metadata)
-		return jsonAnswer(http.StatusCreated, "/v1/accounts/"+acc.ID, acc), err
-	})
+	answer, replayed, err := s.Ledger.OpenAccount(c.Request().Context(), scope, fp, s.TTL,
+		ledger.Account{Currency: req.Currency, Name: req.Name, Metadata: req.Metadata}, accountAnswer)
 	if err != nil {
 		return err
 	}
 	return respond(c, answer, replayed)
-}
-
-// createOnce creates a resource once per use of an Idempotency-Key: in one transaction, it
-// claims scope for a new id with prefix, runs create with it, and stores the answer create made;
-// a duplicate waits on the claim's row lock, then gets the stored answer (replayed). It returns
-// the resource's id either way.
-func (s *Server) createOnce(c echo.Context, scope idempotency.Scope, fp []byte, prefix string,
-	create func(tx pgx.Tx, id string) (idempotency.Response, error)) (answer idempotency.Response, replayed bool, id string, err error) {
-	ctx := c.Request().Context()
-	err = pgx.BeginFunc(ctx, s.DB, func(tx pgx.Tx) error {
-		rec, created, err := idempotency.Claim(ctx, tx, scope, fp, ledger.NewID(prefix))
-		if err != nil {
-			return err
-		}
-		id = rec.ResourceID
-		if !created {
-			if rec.Response == nil { // cannot happen: the claim and the response commit together
-				return errors.New(scope.Route + " record without response")
-			}
-			answer, replayed = *rec.Response, true
-			return nil
-		}
-		if answer, err = create(tx, id); err != nil {
-			return err
-		}
-		return idempotency.Complete(ctx, tx, scope, answer, s.TTL)
-	})
-	return answer, replayed, id, err
 }
 
 func (s *Server) listAccounts(c echo.Context) error {
@@ -96,30 +62,4 @@ func (s *Server) listEntries(c echo.Context) error {
 		return listError(err)
 	}
 	return c.JSON(http.StatusOK, page)
-}
-
-// limitParam is a list's page size: the query's limit, 1 to 200, or 50.
-func limitParam(c echo.Context) (int, error) {
-	v := c.QueryParam("limit")
-	if v == "" {
-		return 50, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > 200 {
-		return 0, problem.Invalid("limit must be an integer from 1 to 200", problem.FieldError{Field: "limit", Message: "must be 1 to 200"})
-	}
-	return n, nil
-}
-
-// respond writes a stored or fresh answer exactly as it is stored.
-func respond(c echo.Context, r idempotency.Response, replayed bool) error {
-	h := c.Response().Header()
-	if r.Location != "" {
-		h.Set(echo.HeaderLocation, r.Location)
-	}
-	if replayed {
-		h.Set("Idempotent-Replayed", "true")
-		replays.WithLabelValues(c.Path()).Inc()
-	}
-	return c.Blob(r.Status, r.ContentType, r.Body)
 }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -61,15 +60,6 @@ func transferResponse(status int, t ledger.Transfer) idempotency.Response {
 	return jsonAnswer(status, "/v1/transfers/"+t.ID, t)
 }
 
-// jsonAnswer is an answer with v as its JSON body, naming the resource at location.
-func jsonAnswer(status int, location string, v any) idempotency.Response {
-	body, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // the ledger's types: strings, integers and times, cannot fail
-	}
-	return idempotency.Response{Status: status, ContentType: "application/json", Location: location, Body: body}
-}
-
 // PayoutAnswer is the first answer to a payout, as POST /v1/payouts gives it: 201 with the
 // payout processing (its money held), or 422 insufficient-funds naming it. The ledger stores it
 // in the transaction that holds the money (ledger.PayoutAnswer), and it is replayed byte for
@@ -86,4 +76,17 @@ func PayoutAnswer(po ledger.Payout) idempotency.Response {
 
 func payoutResponse(status int, po ledger.Payout) idempotency.Response {
 	return jsonAnswer(status, "/v1/payouts/"+po.ID, po)
+}
+
+// accountAnswer is the answer to POST /v1/accounts: 201 with the account. The ledger stores it
+// with the account (ledger.OpenAccount), and it is replayed byte for byte.
+func accountAnswer(a ledger.Account) idempotency.Response {
+	return jsonAnswer(http.StatusCreated, "/v1/accounts/"+a.ID, a)
+}
+
+// endpointAnswer is the answer to POST /v1/webhook-endpoints: 201 with the endpoint and its
+// secret, shown only here. The ledger stores it with the endpoint (ledger.RegisterEndpoint),
+// and it is replayed byte for byte.
+func endpointAnswer(e ledger.Endpoint) idempotency.Response {
+	return jsonAnswer(http.StatusCreated, "/v1/webhook-endpoints/"+e.ID, e)
 }

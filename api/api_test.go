@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 
@@ -16,13 +15,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	var err error
-	env, err = testenv.Start(context.Background(), "payments_test_api", testenv.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "test environment:", err)
-		os.Exit(1)
-	}
-	os.Exit(testenv.Run(m, env))
+	testenv.Main(m, &env, "payments_test_api", testenv.Options{})
 }
 
 func TestTransferMovesMoneyOnceAndDuplicateReplays(t *testing.T) {

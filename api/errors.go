@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -40,12 +41,15 @@ func problemFor(err error) *problem.Problem {
 		}
 		p.RetryAfter = 1
 		p.WorkflowID = inUse.WorkflowID
-		p.SetResource(inUse.ID)
+		nameOperation(p, inUse.Kind, inUse.ID)
 		return p
 	case errors.As(err, &failed):
 		return failedProblem(failed)
 	case database.BadInput(err):
 		return problem.Invalid("the request holds a value that cannot be stored, such as a NUL character")
+	}
+	if p := refusal(err); p != nil {
+		return p
 	}
 	if o, ok := outage.As(err); ok {
 		return problem.Unavailable(o.Dependency+unreachable, err)
@@ -64,24 +68,49 @@ func failedProblem(failed *operation.FailedError) *problem.Problem {
 	p := problem.New(http.StatusInternalServerError, string(failed.Kind)+"-failed",
 		"the "+string(failed.Kind)+" failed after its retries and moved no money; retry with the same Idempotency-Key to run it again")
 	p.WorkflowID = failed.WorkflowID
-	if failed.Kind == operation.KindRefund {
-		p.RefundID = failed.ID
-	} else {
-		p.TransferID = failed.ID
+	nameOperation(p, failed.Kind, failed.ID)
+	return p
+}
+
+// nameOperation sets the member of p that names operation id, of kind.
+func nameOperation(p *problem.Problem, kind operation.Kind, id string) {
+	switch kind {
+	case operation.KindRefund:
+		p.RefundID = id
+	case operation.KindPayout:
+		p.PayoutID = id
+	default:
+		p.TransferID = id
+	}
+}
+
+// refusal is the 4xx of a request the ledger refused, or nil for any other error.
+func refusal(err error) *problem.Problem {
+	var (
+		badURL        *ledger.URLRefusedError
+		notRefundable *ledger.NotRefundableError
+		exceeds       *ledger.RefundExceedsError
+		p             *problem.Problem
+	)
+	switch {
+	case errors.As(err, &badURL):
+		return problem.Invalid("the webhook URL cannot be used", problem.FieldError{Field: "url", Message: badURL.Reason.Error()})
+	case errors.As(err, &notRefundable):
+		why := "is " + string(notRefundable.Status) + ": only a completed transfer can be refunded"
+		if notRefundable.Deposit {
+			why = "is a deposit, which is not refunded through the API"
+		}
+		p = problem.New(http.StatusUnprocessableEntity, "transfer-not-refundable", "transfer "+notRefundable.TransferID+" "+why)
+		p.TransferID = notRefundable.TransferID
+	case errors.As(err, &exceeds):
+		p = problem.New(http.StatusUnprocessableEntity, "refund-exceeds-transfer",
+			fmt.Sprintf("transfer %s has %d %s left to refund", exceeds.TransferID, exceeds.RemainingMinor, exceeds.Currency))
+		p.TransferID = exceeds.TransferID
 	}
 	return p
 }
 
 const unreachable = " is unreachable; retry later (a POST with the same Idempotency-Key: nothing was done twice)"
-
-// notFound turns a lookup's "no such object" into 404 not-found for what; an identifier that
-// PostgreSQL cannot even compare (a NUL in it) names no object either. Other errors pass.
-func notFound(err error, what string) error {
-	if errors.Is(err, ledger.ErrNotFound) || database.BadInput(err) {
-		return problem.NotFound(what)
-	}
-	return err
-}
 
 // fromHTTPError maps the errors Echo raises itself; handlers return errors of their own.
 func fromHTTPError(he *echo.HTTPError) *problem.Problem {

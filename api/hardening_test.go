@@ -48,7 +48,7 @@ func TestAmbiguousMemberNamesAreRefused(t *testing.T) {
 		fmt.Sprintf(`{"from_account_id":%q,"To_Account_Id":%q,"amount_minor":100,"currency":"USD"}`, from, to),
 	} {
 		r := env.Do(t, "POST", "/v1/transfers", key, "ambiguous", body)
-		if r.Status != http.StatusBadRequest || problemType(t, r) != "invalid-request" {
+		if r.Status != http.StatusBadRequest || testenv.ProblemType(t, r) != "invalid-request" {
 			t.Fatalf("body %d: %d %s", i, r.Status, r.Body)
 		}
 	}
@@ -63,7 +63,7 @@ func TestAmbiguousMemberNamesAreRefused(t *testing.T) {
 	moved(t, from, to, 900, 100, 1)
 	// The same transfer with its members in another order is the same request: a replay.
 	reordered := fmt.Sprintf(`{"description":"rent","currency":"USD","amount_minor":100,"to_account_id":%q,"from_account_id":%q}`, to, from)
-	sameAnswer(t, ok, env.Do(t, "POST", "/v1/transfers", key, "ambiguous", reordered))
+	testenv.SameAnswer(t, ok, env.Do(t, "POST", "/v1/transfers", key, "ambiguous", reordered))
 	moved(t, from, to, 900, 100, 1)
 
 	acc := env.Do(t, "POST", "/v1/accounts", key, "ambiguous-acc", `{"currency":"EUR","Currency":"GBP"}`)
@@ -118,7 +118,7 @@ func TestFundingAccountsAreOutOfReach(t *testing.T) {
 	before := env.Balance(t, funding)
 	for _, body := range []string{testenv.TransferBody(from, funding, 10), testenv.TransferBody(funding, from, 10)} {
 		r := env.Do(t, "POST", "/v1/transfers", key, "funding", body)
-		if r.Status != http.StatusNotFound || problemType(t, r) != "not-found" {
+		if r.Status != http.StatusNotFound || testenv.ProblemType(t, r) != "not-found" {
 			t.Fatalf("%s: %d %s", body, r.Status, r.Body)
 		}
 	}
@@ -147,7 +147,7 @@ func TestCurrencyMismatchDoesNotRevealTheDestinationsCurrency(t *testing.T) {
 	_, other := env.Owner(t)
 	theirs := env.Account(t, other, "JPY")
 	r := env.Do(t, "POST", "/v1/transfers", key, "cm-theirs", testenv.TransferBody(from, theirs, 10))
-	if r.Status != http.StatusUnprocessableEntity || problemType(t, r) != "currency-mismatch" || strings.Contains(string(r.Body), "JPY") {
+	if r.Status != http.StatusUnprocessableEntity || testenv.ProblemType(t, r) != "currency-mismatch" || strings.Contains(string(r.Body), "JPY") {
 		t.Fatalf("%d %s", r.Status, r.Body)
 	}
 	moved(t, from, theirs, 1_000, 0, 0)
@@ -159,7 +159,7 @@ func TestKeyWithANoBreakSpaceIsInvalid(t *testing.T) {
 	ownerID, key, from, to := fundedPair(t, 1_000)
 	for _, k := range []string{"order-1\u00a0", "order-1\u2003"} {
 		r := env.Do(t, "POST", "/v1/transfers", key, k, testenv.TransferBody(from, to, 10))
-		if r.Status != http.StatusBadRequest || problemType(t, r) != "invalid-idempotency-key" {
+		if r.Status != http.StatusBadRequest || testenv.ProblemType(t, r) != "invalid-idempotency-key" {
 			t.Fatalf("%q: %d %s", k, r.Status, r.Body)
 		}
 	}
@@ -207,14 +207,14 @@ func TestReadsWhilePostgresIsDownAndPanicsAreAnswered(t *testing.T) {
 	down := serve(&ledger.Ledger{DB: deadDB})
 	for _, path := range []string{"/v1/accounts", "/v1/accounts/" + from, "/v1/accounts/" + from + "/entries", "/v1/transfers/tr_x"} {
 		r := testenv.Send(t, authorized(t, down.URL+path, key))
-		if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || problemType(t, r) != "service-unavailable" {
+		if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || testenv.ProblemType(t, r) != "service-unavailable" {
 			t.Fatalf("GET %s: %d %s", path, r.Status, r.Body)
 		}
 	}
 	broken := serve(nil) // every read through the ledger panics
 	for range 2 {
 		r := testenv.Send(t, authorized(t, broken.URL+"/v1/accounts/"+from, key))
-		if r.Status != http.StatusInternalServerError || problemType(t, r) != "internal-error" {
+		if r.Status != http.StatusInternalServerError || testenv.ProblemType(t, r) != "internal-error" {
 			t.Fatalf("a panicking handler: %d %s", r.Status, r.Body)
 		}
 	}
@@ -459,7 +459,7 @@ func TestTerminatedRunWhosePostingCommittedAnswersTheTransfer(t *testing.T) {
 	if r.Status != http.StatusCreated || r.JSON(t)["status"] != "completed" {
 		t.Fatalf("answer after the terminate: %d %s", r.Status, r.Body)
 	}
-	sameAnswer(t, r, env.Do(t, "POST", "/v1/transfers", key, "terminated", body))
+	testenv.SameAnswer(t, r, env.Do(t, "POST", "/v1/transfers", key, "terminated", body))
 	moved(t, from, to, 700, 300, 1)
 	if st := env.Settled(t, wf); st != enums.WORKFLOW_EXECUTION_STATUS_TERMINATED {
 		t.Fatalf("workflow %v", st)

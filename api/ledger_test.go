@@ -89,7 +89,7 @@ func TestHotAccountDrainsToExactlyZero(t *testing.T) {
 		t.Fatalf("answers by status %v, want 100 × 201 and 200 × 422", n)
 	}
 	for _, a := range answers {
-		if a.Status == http.StatusUnprocessableEntity && problemType(t, a) != "insufficient-funds" {
+		if a.Status == http.StatusUnprocessableEntity && testenv.ProblemType(t, a) != "insufficient-funds" {
 			t.Fatalf("422 %s", a.Body)
 		}
 	}

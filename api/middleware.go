@@ -34,15 +34,6 @@ var (
 	}, []string{"method", "route", "replayed"})
 )
 
-const (
-	ctxOwner     = "owner_id"
-	ctxBody      = "body"
-	ctxRequestID = "request_id"
-	// The transfer a request submitted, for its log line.
-	ctxWorkflowID = "workflow_id"
-	ctxTransferID = "transfer_id"
-)
-
 // observe gives each request an id, then logs and counts it once it is answered.
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -72,8 +63,8 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		attrs := []any{"request_id", id, "method", c.Request().Method, "route", route, "status", status,
 			"duration_ms", float64(time.Since(start).Microseconds()) / 1000, "owner_id", c.Get(ctxOwner)}
-		if wf := c.Get(ctxWorkflowID); wf != nil {
-			attrs = append(attrs, "workflow_id", wf, "transfer_id", c.Get(ctxTransferID))
+		if op, ok := c.Get(ctxOperation).(loggedOperation); ok {
+			attrs = append(attrs, "workflow_id", op.workflowID, op.key, op.id)
 		}
 		s.Log.InfoContext(c.Request().Context(), "request", attrs...)
 		return nil
@@ -96,11 +87,6 @@ func recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func requestID(c echo.Context) string {
-	id, _ := c.Get(ctxRequestID).(string)
-	return id
-}
-
 // authenticate resolves the bearer key to its owner. The key itself is never logged.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -120,8 +106,6 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		return next(c)
 	}
 }
-
-func owner(c echo.Context) string { return c.Get(ctxOwner).(string) }
 
 // limitBody reads the whole body, refusing more than MaxBodyBytes with 413, so handlers can
 // both decode it and fingerprint it.
@@ -145,11 +129,6 @@ func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Set(ctxBody, body)
 		return next(c)
 	}
-}
-
-func body(c echo.Context) []byte {
-	b, _ := c.Get(ctxBody).([]byte)
-	return b
 }
 
 // detach lets a request that has arrived whole run to its end even if the client hangs up: a

@@ -9,6 +9,7 @@ import (
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/internal/problem"
 	"github.com/payments/payments/payouts"
 )
@@ -41,10 +42,7 @@ func (s *Server) createPayout(c echo.Context) error {
 		Scope: scope, Fingerprint: fp, AccountID: acc.ID, AmountMinor: req.AmountMinor, Currency: req.Currency,
 		Destination: bank.Destination(req.Destination), Description: req.Description, Metadata: req.Metadata,
 	})
-	if answer.PayoutID != "" { // for the request log
-		c.Set(ctxWorkflowID, scope.WorkflowID())
-		c.Set(ctxTransferID, answer.PayoutID)
-	}
+	logOperation(c, answer.WorkflowID, operation.KindPayout, answer.ID)
 	if err != nil {
 		return err
 	}

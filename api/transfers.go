@@ -1,13 +1,9 @@
 package api
 
 import (
-	"bytes"
-	"errors"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/payments/payments/api/request"
 	"github.com/payments/payments/internal/idempotency"
@@ -15,60 +11,6 @@ import (
 	"github.com/payments/payments/internal/problem"
 	"github.com/payments/payments/transfers"
 )
-
-var (
-	replays = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "payments_idempotent_replays_total",
-		Help: "Duplicate requests answered with the stored (or joined) result, by route.",
-	}, []string{"route"})
-	conflicts = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "payments_idempotency_conflicts_total",
-		Help: "Idempotency conflicts by kind: reused (key sent with another request) or in_use (first still running).",
-	}, []string{"route", "kind"})
-	outcomes = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "payments_transfers_total",
-		Help: "Answers to new transfer submissions by outcome: completed, rejected, pending, failed.",
-	}, []string{"outcome"})
-)
-
-// countConflict counts the answers of the idempotency contract that are not stored.
-func countConflict(c echo.Context, p *problem.Problem) {
-	switch p.Type {
-	case "/problems/idempotency-key-reused":
-		conflicts.WithLabelValues(c.Path(), "reused").Inc()
-	case "/problems/idempotency-key-in-use":
-		conflicts.WithLabelValues(c.Path(), "in_use").Inc()
-	case "/problems/transfer-failed":
-		outcomes.WithLabelValues(string(ledger.TransferFailed)).Inc()
-	}
-}
-
-// replayed answers a duplicate of a finished request from its stored answer (one read), and
-// refuses a key first used with another request; done is true when it answered.
-func (s *Server) replayed(c echo.Context, scope idempotency.Scope, fingerprint []byte) (done bool, err error) {
-	rec, found, err := idempotency.Lookup(c.Request().Context(), s.DB, scope)
-	switch {
-	case err != nil:
-		return false, err
-	case found && !bytes.Equal(rec.Fingerprint, fingerprint):
-		return false, idempotency.ErrReused
-	case found && rec.Response != nil:
-		return true, respond(c, *rec.Response, true)
-	}
-	return false, nil
-}
-
-// idempotencyScope reads the Idempotency-Key of a POST under route.
-func idempotencyScope(c echo.Context, route string) (idempotency.Scope, error) {
-	key, err := idempotency.ParseKey(c.Request().Header.Values(idempotency.Header))
-	switch {
-	case errors.Is(err, idempotency.ErrMissing):
-		return idempotency.Scope{}, problem.New(http.StatusBadRequest, "missing-idempotency-key", err.Error())
-	case err != nil:
-		return idempotency.Scope{}, problem.New(http.StatusBadRequest, "invalid-idempotency-key", err.Error())
-	}
-	return idempotency.Scope{OwnerID: owner(c), Route: route, Key: key}, nil
-}
 
 func (s *Server) createTransfer(c echo.Context) error {
 	ctx := c.Request().Context()
@@ -119,24 +61,6 @@ func (s *Server) createTransfer(c echo.Context) error {
 		outcomes.WithLabelValues(string(outcomeOf(answer.Status))).Inc()
 	}
 	return respond(c, answer.Response, answer.Replayed)
-}
-
-// submit submits r (a transfer or a refund) and names the posting and its workflow in the
-// request's log line.
-func (s *Server) submit(c echo.Context, r transfers.Request) (transfers.Answer, error) {
-	answer, err := s.Transfers.Submit(c.Request().Context(), r)
-	if answer.TransferID != "" {
-		c.Set(ctxWorkflowID, r.Scope.WorkflowID())
-		c.Set(ctxTransferID, answer.TransferID)
-	}
-	return answer, err
-}
-
-func outcomeOf(status int) ledger.TransferStatus {
-	if status == http.StatusCreated {
-		return ledger.TransferCompleted
-	}
-	return ledger.TransferRejected
 }
 
 func (s *Server) getTransfer(c echo.Context) error {

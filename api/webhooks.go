@@ -5,20 +5,19 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
 	"github.com/payments/payments/api/request"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/problem"
-	"github.com/payments/payments/internal/webhook"
 )
 
 // createEndpoint registers a webhook endpoint (docs/contract.md §7). The endpoint, its
 // idempotency record and the answer (which alone shows the secret) commit together, as an
-// account's do; then its delivery workflow is started. If that start fails, the endpoint's
-// first event starts it (webhooks.Service.Wake), or the recovery pass does.
+// account's do (ledger.RegisterEndpoint, which checks the URL of a new endpoint); then its
+// delivery workflow is started. If that start fails, the endpoint's first event starts it
+// (deliveries.Service.Wake), or the recovery pass does.
 func (s *Server) createEndpoint(c echo.Context) error {
 	ctx := c.Request().Context()
 	scope, err := idempotencyScope(c, idempotency.RouteEndpoints)
@@ -29,16 +28,8 @@ func (s *Server) createEndpoint(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	answer, replayed, id, err := s.createOnce(c, scope, fp, "we_", func(tx pgx.Tx, id string) (idempotency.Response, error) {
-		// Checked for a new endpoint only: a retry gets the stored answer even if the host no
-		// longer resolves. A refusal rolls the claim back: nothing is stored.
-		if _, err := s.WebhookURLs.Check(ctx, req.URL); err != nil {
-			return idempotency.Response{}, problem.Invalid("the webhook URL cannot be used", problem.FieldError{Field: "url", Message: err.Error()})
-		}
-		e, err := ledger.CreateEndpoint(ctx, tx, owner(c), ledger.Endpoint{ID: id, URL: req.URL,
-			EventTypes: req.EventTypes, Secret: webhook.NewSecret()})
-		return jsonAnswer(http.StatusCreated, "/v1/webhook-endpoints/"+e.ID, e), err
-	})
+	answer, replayed, id, err := s.Ledger.RegisterEndpoint(ctx, scope, fp, s.TTL, s.WebhookURLs,
+		ledger.Endpoint{URL: req.URL, EventTypes: req.EventTypes}, endpointAnswer)
 	if err != nil {
 		return err
 	}

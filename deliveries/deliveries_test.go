@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,13 +31,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	var err error
-	env, err = testenv.Start(context.Background(), "payments_test_webhooks", testenv.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "test environment:", err)
-		os.Exit(1)
-	}
-	os.Exit(testenv.Run(m, env))
+	testenv.Main(m, &env, "payments_test_webhooks", testenv.Options{})
 }
 
 // received is one delivery as a receiver saw it.

@@ -1,9 +1,7 @@
 package deliveries_test
 
 import (
-	"flag"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,19 +9,12 @@ import (
 	"github.com/payments/payments/rig/testenv"
 )
 
-var recordHistories = flag.String("record-histories", "", "write the webhook delivery histories under workflows/testdata/histories from real runs, with this version suffix (e.g. v1)")
-
-// TestRecordWebhookHistories writes real histories of the WebhookDelivery workflow (an endpoint
+// TestRecordHistories writes real histories of the WebhookDelivery workflow (an endpoint
 // that refused once, delivered, and was deleted; one that never answered and gave up), which
 // workflows' tests replay against every later change. Run it when the workflow changes, with a
-// new version suffix, and keep the old files.
-func TestRecordWebhookHistories(t *testing.T) {
-	if *recordHistories == "" {
-		t.Skip("go test ./webhooks -run TestRecordWebhookHistories -args -record-histories=vN writes workflows/testdata/histories")
-	}
-	name := func(path string) string {
-		return filepath.Join(testenv.RepoRoot(), "workflows", "testdata", "histories", path+"-"+*recordHistories+".json")
-	}
+// new version suffix (testenv.RecordCommand), and keep the old files.
+func TestRecordHistories(t *testing.T) {
+	testenv.SkipUnlessRecording(t)
 	_, alice := env.Owner(t)
 	accs := env.FundedAccounts(t, alice, 2, 1_000)
 
@@ -39,7 +30,7 @@ func TestRecordWebhookHistories(t *testing.T) {
 	if r := env.Do(t, "DELETE", "/v1/webhook-endpoints/"+recovered, alice, "", ""); r.Status != http.StatusNoContent {
 		t.Fatalf("DELETE: %d", r.Status)
 	}
-	env.WriteHistory(t, deliveries.WorkflowID(recovered), "", name("webhook-recovered"))
+	env.RecordHistory(t, testenv.WebhookHistory, "recovered", deliveries.WorkflowID(recovered), "")
 
 	api := env.With(t, testenv.Options{WebhookRetryFor: 3 * time.Second})
 	dead := newReceiver(t, nil)
@@ -48,7 +39,7 @@ func TestRecordWebhookHistories(t *testing.T) {
 	dead.mu.Unlock()
 	gaveUp := dead.subscribe(t, api, alice, "transfer.completed")
 	transfer(t, alice, t.Name()+"-2", accs[1], accs[0], 10)
-	env.WriteHistory(t, deliveries.WorkflowID(gaveUp), "", name("webhook-gave-up"))
+	env.RecordHistory(t, testenv.WebhookHistory, "gave-up", deliveries.WorkflowID(gaveUp), "")
 	if r := env.Do(t, "DELETE", "/v1/webhook-endpoints/"+gaveUp, alice, "", ""); r.Status != http.StatusNoContent {
 		t.Fatalf("DELETE: %d", r.Status)
 	}

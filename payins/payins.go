@@ -64,8 +64,8 @@ func (s *Service) Options(in workflows.PayinInput) client.StartWorkflowOptions {
 	}
 }
 
-// RerunFailed finds the payin workflows whose latest run failed, was canceled, terminated or
-// timed out,
+// RerunFailed finds the payin workflows whose latest run failed, was terminated or timed
+// out,
 // and runs each again: the ledger credits each bank event at most once however often this runs.
 func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(operation.Rerun)) error {
 	decode := func(input func(any) error) (operation.Operation, error) {

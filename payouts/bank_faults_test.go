@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -76,7 +75,7 @@ func downTooLong(t *testing.T, c customer, idem string) string {
 }
 
 // rerunFailed is `payments rerun failed --since` for payouts: the service the command assembles
-// (internal/app) with the Env's settings, its RerunFailed.
+// (app) with the Env's settings, its RerunFailed.
 func rerunFailed(t *testing.T, since time.Time) []operation.Rerun {
 	t.Helper()
 	services := app.New(env.DB, env.Temporal, app.Settings{SyncWait: 10 * time.Second, TTL: 24 * time.Hour, RetryFor: 2 * time.Minute,
@@ -141,7 +140,7 @@ func TestBankDownThenRecoveryPass(t *testing.T) {
 		id, workflows.StaleAfter+time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	var res activities.StaleResult
+	var res operation.Tally
 	env.RunSchedule(t, workflows.RecoveryScheduleID, &res)
 	if res.Started != 1 {
 		t.Fatalf("recovery pass: %+v, want the payout started again", res)
@@ -264,7 +263,7 @@ func TestCallbackBeforeTheFirstAnswer(t *testing.T) {
 	if po := r.JSON(t); po["id"] != id || po["status"] != "processing" || po["bank_payment_id"] != nil || po["paid_at"] != nil {
 		t.Fatalf("the first answer is not the one stored when the money was held: %s", r.Body)
 	}
-	sameAnswer(t, r, c.pay(t, "early", 300, payee))
+	testenv.SameAnswer(t, r, c.pay(t, "early", 300, payee))
 	c.settled(t, id, 300, "paid")
 	c.wantBalances(t, 700, 700)
 	env.Reconcile(t)
@@ -282,11 +281,7 @@ func TestWorkerKilledWhileWaitingOnTheBank(t *testing.T) {
 	id := c.accepted(t, "killed", 300, payee)
 	wf := c.workflowID("killed")
 	testenv.WaitFor(t, "the run to wait on the bank", func() bool { return awaitingTheBank(t, e, wf) })
-	desc, err := e.Temporal.DescribeWorkflowExecution(context.Background(), wf, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	runID := e.LatestRun(t, wf)
 	if err := first.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -302,11 +297,7 @@ func TestWorkerKilledWhileWaitingOnTheBank(t *testing.T) {
 	c.waitPayout(t, id, "paid")
 	c.settled(t, id, 300, "paid")
 	c.wantBalances(t, 700, 700)
-	desc, err = e.Temporal.DescribeWorkflowExecution(context.Background(), wf, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(); got != runID {
+	if got := e.LatestRun(t, wf); got != runID {
 		t.Fatalf("the payout completed in run %s, not the run the first worker left (%s)", got, runID)
 	}
 	runsOf(t, e, wf, 1)
@@ -369,7 +360,7 @@ func TestRecoveryPassReachesEveryStalePayout(t *testing.T) {
 	}
 	t.Cleanup(remove)
 
-	var res activities.StaleResult
+	var res operation.Tally
 	env.RunSchedule(t, workflows.RecoveryScheduleID, &res)
 	if res.Started != 1 {
 		t.Errorf("recovery pass with 500 older payouts waiting on the bank: %+v; payout %s (its run failed) was not started again", res, id)
@@ -382,18 +373,6 @@ func TestRecoveryPassReachesEveryStalePayout(t *testing.T) {
 	c.settled(t, id, 300, "paid")
 	c.wantBalances(t, 700, 700)
 	env.Reconcile(t)
-}
-
-// recordHistory writes the latest run of workflowID to workflows/testdata/histories/<name>-vN.json
-// when the tests run with -record-histories=vN (TestRecordPayoutHistories): the shapes only these
-// tests make (a window's last question unanswered, a callback held, a cancellation) are replayed
-// against every later change too.
-func recordHistory(t *testing.T, e *testenv.Env, workflowID, name string) {
-	t.Helper()
-	if *recordHistories != "" {
-		e.WriteHistory(t, workflowID, "", filepath.Join(testenv.RepoRoot(), "workflows", "testdata", "histories",
-			name+"-"+*recordHistories+".json"))
-	}
 }
 
 // failedActivities counts the activities of type typ that failed (all their attempts) in the
@@ -451,7 +430,7 @@ func TestReturnHeardWhenTheLastQuestionIsLost(t *testing.T) {
 			out.PayoutID, out.Status, out.FirstAnswer.Status, id)
 	}
 	creditedOnce(t, c, id)
-	recordHistory(t, env, wf, "payout-last-question-unanswered")
+	env.RecordHistory(t, testenv.PayoutHistory, "last-question-unanswered", wf, "")
 }
 
 // creditedOnce checks that payout id of c (300) is returned once and stays so: its entries, its
@@ -497,10 +476,8 @@ func TestReturnAfterTheWindowFoundOnTheStatement(t *testing.T) {
 		t.Fatalf("statement pass: %+v, want the return credited", res)
 	}
 	creditedOnce(t, c, id)
-	if *recordHistories != "" {
-		run := latestScheduledRun(t, env, workflows.StatementScheduleID)
-		env.WriteHistory(t, run, "", filepath.Join(testenv.RepoRoot(), "workflows", "testdata", "histories",
-			"statement-credited-"+*recordHistories+".json"))
+	if testenv.Recording() {
+		env.RecordHistory(t, testenv.StatementHistory, "credited", latestScheduledRun(t, env, workflows.StatementScheduleID), "")
 	}
 }
 
@@ -554,7 +531,7 @@ func TestCallbacksAboutAnotherPaymentChangeNothing(t *testing.T) {
 	}
 	c.settled(t, id, 300, "paid")
 	c.wantBalances(t, 700, 700)
-	recordHistory(t, env, wf, "payout-held-callback")
+	env.RecordHistory(t, testenv.PayoutHistory, "held-callback", wf, "")
 
 	for name, paymentID := range map[string]string{"none_late": "", "other_late": "pay_not_" + real.ID} {
 		if o := outcomeOf(t, deliver(t, env, secret, time.Now(), event(name, paymentID))); !strings.HasPrefix(o, "rejected") {

@@ -158,7 +158,7 @@ func TestBadSignaturesChangeNothing(t *testing.T) {
 				req.Header.Set(bank.SignatureHeader, bad.header)
 			}
 			r := testenv.Send(t, req)
-			if r.Status != http.StatusUnauthorized || problemType(t, r) != "unauthorized" ||
+			if r.Status != http.StatusUnauthorized || testenv.ProblemType(t, r) != "unauthorized" ||
 				!strings.Contains(r.JSON(t)["detail"].(string), "Bank-Signature") {
 				t.Fatalf("%s: %d %s", bad.name, r.Status, r.Body)
 			}

@@ -278,28 +278,6 @@ func sameEntries(got, want map[string]map[string]int64) bool {
 	return true
 }
 
-// sameAnswer fails unless again replays first byte for byte, saying so.
-func sameAnswer(t *testing.T, first, again testenv.Response) {
-	t.Helper()
-	if again.Status != first.Status || !bytes.Equal(again.Body, first.Body) ||
-		again.Header.Get("Location") != first.Header.Get("Location") ||
-		again.Header.Get("Content-Type") != first.Header.Get("Content-Type") {
-		t.Fatalf("answers differ:\n%d %v %s\n%d %v %s", first.Status, first.Header, first.Body, again.Status, again.Header, again.Body)
-	}
-	if again.Header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("a replay without Idempotent-Replayed: %v", again.Header)
-	}
-}
-
-func problemType(t *testing.T, r testenv.Response) string {
-	t.Helper()
-	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") {
-		t.Fatalf("not a problem: %d %s", r.Status, r.Body)
-	}
-	typ, _ := r.JSON(t)["type"].(string)
-	return typ[strings.LastIndex(typ, "/")+1:]
-}
-
 // bankEvent is an event as the bank keeps it, with its deliveries.
 type bankEvent struct {
 	ID       string          `json:"id"`

@@ -2,10 +2,8 @@ package payouts_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,18 +13,13 @@ import (
 	"github.com/payments/payments/rig/testenv"
 )
 
-var recordHistories = flag.String("record-histories", "", "write the payout and payin histories under workflows/testdata/histories from real runs, with this version suffix (e.g. v1)")
-
-// TestRecordPayoutHistories writes a real history of every path of the Payout and Payin
+// TestRecordHistories writes a real history of every path of the Payout and Payin
 // workflows (paid, refused, failed at the bank, returned, re-run after the bank was down;
 // credited, unmatched), which workflows' tests replay against every later change. Run it when a
-// workflow changes, with a new version suffix, and keep the old files.
-func TestRecordPayoutHistories(t *testing.T) {
-	if *recordHistories == "" {
-		t.Skip("go test ./payouts -run TestRecordPayoutHistories -args -record-histories=vN writes workflows/testdata/histories")
-	}
-	dir := filepath.Join(testenv.RepoRoot(), "workflows", "testdata", "histories")
-	name := func(path string) string { return filepath.Join(dir, path+"-"+*recordHistories+".json") }
+// workflow changes, with a new version suffix (testenv.RecordCommand), and keep the old files;
+// the payouts suite run in full with the flag also records the shapes only its other tests make.
+func TestRecordHistories(t *testing.T) {
+	testenv.SkipUnlessRecording(t)
 	ownerID, key := env.Owner(t)
 	acc := env.Account(t, key, "USD")
 	env.Fund(t, acc, 1_000)
@@ -51,7 +44,7 @@ func TestRecordPayoutHistories(t *testing.T) {
 		}
 	}
 	for _, path := range []string{"paid", "refused", "failed", "returned"} {
-		env.WriteHistory(t, wf("rec-"+path), "", name("payout-"+path))
+		env.RecordHistory(t, testenv.PayoutHistory, path, wf("rec-"+path), "")
 	}
 
 	// The bank down for longer than the run's retries: the run fails, the money held; a rerun
@@ -60,25 +53,19 @@ func TestRecordPayoutHistories(t *testing.T) {
 	if got := pay("rec-rerun", "000123456789", 100); got != http.StatusCreated {
 		t.Fatalf("rerun: %d", got)
 	}
-	ctx := context.Background()
-	desc, err := env.Temporal.DescribeWorkflowExecution(ctx, wf("rec-rerun"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	failedRun := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
-	env.WriteHistory(t, wf("rec-rerun"), failedRun, name("payout-bank-down"))
+	env.RecordHistory(t, testenv.PayoutHistory, "bank-down", wf("rec-rerun"), env.LatestRun(t, wf("rec-rerun")))
 	env.Bank.SetFaults(t, map[string]any{"error_rate": 0})
 	services := app.New(env.DB, env.Temporal, app.Settings{RetryFor: time.Minute, SyncWait: time.Second,
 		Bank: config.Bank{URL: env.Bank.URL, RetryFor: 2 * time.Second, PollAfter: 200 * time.Millisecond, ReturnWindow: 5 * time.Second}}, nil, nil)
-	if err := services.Payouts.RerunFailed(ctx, time.Time{}, func(operation.Rerun) {}); err != nil {
+	if err := services.Payouts.RerunFailed(context.Background(), time.Time{}, func(operation.Rerun) {}); err != nil {
 		t.Fatal(err)
 	}
-	env.WriteHistory(t, wf("rec-rerun"), "", name("payout-rerun"))
+	env.RecordHistory(t, testenv.PayoutHistory, "rerun", wf("rec-rerun"), "")
 
 	credited := env.Bank.Credit(t, numberOf(t, key, acc), 250, "USD", "rec-credited")
 	unmatched := env.Bank.Credit(t, "999999999999", 250, "USD", "rec-unmatched")
-	env.WriteHistory(t, "payin/"+credited, "", name("payin-credited"))
-	env.WriteHistory(t, "payin/"+unmatched, "", name("payin-unmatched"))
+	env.RecordHistory(t, testenv.PayinHistory, "credited", "payin/"+credited, "")
+	env.RecordHistory(t, testenv.PayinHistory, "unmatched", "payin/"+unmatched, "")
 }
 
 func numberOf(t *testing.T, key, acc string) string {

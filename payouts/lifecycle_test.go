@@ -69,7 +69,7 @@ func TestPayoutPaid(t *testing.T) {
 	}
 
 	again := c.pay(t, "happy", 300, payee)
-	sameAnswer(t, r, again)
+	testenv.SameAnswer(t, r, again)
 	c.wantBalances(t, 700, 700)
 	c.settled(t, id, 300, "paid")
 	env.Reconcile(t)
@@ -89,7 +89,7 @@ func TestPayoutInsufficientAvailableFunds(t *testing.T) {
 	c.wantBalances(t, 1_000, 200)
 
 	r := c.pay(t, "more", 500, payee)
-	if r.Status != http.StatusUnprocessableEntity || problemType(t, r) != "insufficient-funds" {
+	if r.Status != http.StatusUnprocessableEntity || testenv.ProblemType(t, r) != "insufficient-funds" {
 		t.Fatalf("second payout: %d %s", r.Status, r.Body)
 	}
 	id, _ := r.JSON(t)["payout_id"].(string)
@@ -97,12 +97,12 @@ func TestPayoutInsufficientAvailableFunds(t *testing.T) {
 		t.Fatalf("refusal without payout_id, or said replayed: %v %s", r.Header, r.Body)
 	}
 	tr := env.Do(t, "POST", "/v1/transfers", c.key, "spend-held", testenv.TransferBody(c.acc, other, 500))
-	if tr.Status != http.StatusUnprocessableEntity || problemType(t, tr) != "insufficient-funds" {
+	if tr.Status != http.StatusUnprocessableEntity || testenv.ProblemType(t, tr) != "insufficient-funds" {
 		t.Fatalf("a transfer of held money: %d %s", tr.Status, tr.Body)
 	}
 	c.wantBalances(t, 1_000, 200)
 
-	sameAnswer(t, r, c.pay(t, "more", 500, payee))
+	testenv.SameAnswer(t, r, c.pay(t, "more", 500, payee))
 	po := c.payout(t, id)
 	if po["status"] != "failed" || po["failure_reason"] != "insufficient funds" || po["failed_at"] == nil ||
 		po["bank_payment_id"] != nil || po["paid_at"] != nil || po["workflow_id"] != c.workflowID("more") {
@@ -118,7 +118,7 @@ func TestPayoutInsufficientAvailableFunds(t *testing.T) {
 		t.Fatal("the refused payout's run did not complete")
 	}
 	c.wantBalances(t, 200, 200)
-	sameAnswer(t, r, c.pay(t, "more", 500, payee))
+	testenv.SameAnswer(t, r, c.pay(t, "more", 500, payee))
 	env.Reconcile(t)
 }
 
@@ -342,7 +342,7 @@ func TestPayoutRequestsRefusedAtTheDoor(t *testing.T) {
 		{"currency mismatch", payoutBody(euros, 100, payee), "currency-mismatch", http.StatusUnprocessableEntity},
 	} {
 		r := env.Do(t, "POST", "/v1/payouts", c.key, "door", bad.body)
-		if r.Status != bad.status || problemType(t, r) != bad.problem {
+		if r.Status != bad.status || testenv.ProblemType(t, r) != bad.problem {
 			t.Fatalf("%s: %d %s", bad.name, r.Status, r.Body)
 		}
 	}
@@ -354,10 +354,10 @@ func TestPayoutRequestsRefusedAtTheDoor(t *testing.T) {
 
 	id := c.accepted(t, "door", 100, payee) // the key was never taken
 	r := env.Do(t, "POST", "/v1/payouts", c.key, "door", payoutBody(c.acc, 101, payee))
-	if r.Status != http.StatusUnprocessableEntity || problemType(t, r) != "idempotency-key-reused" {
+	if r.Status != http.StatusUnprocessableEntity || testenv.ProblemType(t, r) != "idempotency-key-reused" {
 		t.Fatalf("the key with another body: %d %s", r.Status, r.Body)
 	}
-	if g := env.Do(t, "GET", "/v1/payouts/"+id, stranger.key, "", ""); g.Status != http.StatusNotFound || problemType(t, g) != "not-found" {
+	if g := env.Do(t, "GET", "/v1/payouts/"+id, stranger.key, "", ""); g.Status != http.StatusNotFound || testenv.ProblemType(t, g) != "not-found" {
 		t.Fatalf("another owner's GET: %d %s", g.Status, g.Body)
 	}
 	c.waitPayout(t, id, "paid")
@@ -419,7 +419,7 @@ func TestConcurrentPayoutsAndTransfersNeverOverdraw(t *testing.T) {
 			if i < payouts {
 				paidOut = append(paidOut, a.JSON(t)["id"].(string))
 			}
-		case a.Status == http.StatusUnprocessableEntity && problemType(t, a) == "insufficient-funds":
+		case a.Status == http.StatusUnprocessableEntity && testenv.ProblemType(t, a) == "insufficient-funds":
 			if i < payouts {
 				c.settled(t, a.JSON(t)["payout_id"].(string), 100, "failed")
 			}
@@ -461,8 +461,9 @@ func TestPayoutNotHeldWithinTheWait(t *testing.T) {
 		t.Fatalf("held already: %+v", s)
 	}
 	dup := quick.Do(t, "POST", "/v1/payouts", c.key, "late-hold", payoutBody(c.acc, 300, payee))
-	if dup.Status != http.StatusConflict || problemType(t, dup) != "idempotency-key-in-use" || dup.Header.Get("Retry-After") == "" {
-		t.Fatalf("duplicate while not held: %d %v %s", dup.Status, dup.Header, dup.Body)
+	if dup.Status != http.StatusConflict || testenv.ProblemType(t, dup) != "idempotency-key-in-use" || dup.Header.Get("Retry-After") == "" ||
+		dup.JSON(t)["payout_id"] != id {
+		t.Fatalf("duplicate while not held: %d %v %s; want 409 naming payout %s", dup.Status, dup.Header, dup.Body, id)
 	}
 	release()
 	c.waitPayout(t, id, "paid")
@@ -489,7 +490,7 @@ func TestPayoutMetadata(t *testing.T) {
 		t.Fatalf("payout: %d %s", r.Status, r.Body)
 	}
 	id := r.JSON(t)["id"].(string)
-	if other := env.Do(t, "POST", "/v1/payouts", c.key, "meta", body(`{"invoice":"INV-8","payee":"J. Example"}`)); problemType(t, other) != "idempotency-key-reused" {
+	if other := env.Do(t, "POST", "/v1/payouts", c.key, "meta", body(`{"invoice":"INV-8","payee":"J. Example"}`)); testenv.ProblemType(t, other) != "idempotency-key-reused" {
 		t.Fatalf("same key, other metadata: %d %s", other.Status, other.Body)
 	}
 	c.waitPayout(t, id, "paid")
@@ -572,7 +573,8 @@ func TestCancelBeforeTheBank(t *testing.T) {
 		t.Fatalf("the bank holds %+v", ps)
 	}
 	c.wantBalances(t, 1_000, 1_000)
-	recordHistory(t, env, wf, "payout-cancelled")
+	env.RecordHistory(t, testenv.PayoutHistory, "cancelled", wf, "")
+
 	env.Reconcile(t)
 }
 
@@ -602,6 +604,6 @@ func TestCancelAfterTheBankIsRefused(t *testing.T) {
 	if err := v.Get(&md); err != nil || !strings.Contains(md.GetCurrentDetails(), "Cancellation refused") {
 		t.Fatalf("the run's current details %q (%v) do not say the cancellation was refused", md.GetCurrentDetails(), err)
 	}
-	recordHistory(t, env, wf, "payout-cancel-refused")
+	env.RecordHistory(t, testenv.PayoutHistory, "cancel-refused", wf, "")
 	env.Reconcile(t)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -48,15 +49,9 @@ type Request struct {
 	Metadata    map[string]string
 }
 
-// Answer is how a submission ended: the first answer as stored (Response), or, when the money
-// is not held yet after the wait, the payout (Pending). Replayed is true when an earlier request
-// with the same key started the payout.
-type Answer struct {
-	idempotency.Response
-	Pending  *ledger.Payout
-	Replayed bool
-	PayoutID string
-}
+// Answer is how a submission ended: the first answer as stored, or, when the money is not held
+// yet after the wait, the payout (Pending).
+type Answer = operation.Answer[ledger.Payout]
 
 // deliverTimeout bounds how long a bank callback waits for the payout's run to take it.
 const deliverTimeout = 10 * time.Second
@@ -71,15 +66,10 @@ const memoPayoutID = "payout_id"
 // value. Like a transfer's, the claim and the start do not follow the client's context.
 func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	var in workflows.PayoutInput
-	sub, err := s.Runner.Submit(ctx, s.claim(r, &in))
+	sub, answer, done, err := operation.Begin[ledger.Payout](ctx, s.Runner, s.claim(r, &in))
 	defer sub.Close()
-	if err != nil {
-		return Answer{}, database.Outage(err)
-	}
-	answer := Answer{PayoutID: sub.ID, Replayed: !sub.Created}
-	if sub.Response != nil {
-		answer.Response = *sub.Response
-		return answer, nil
+	if done {
+		return answer, err
 	}
 	if _, err := s.operation(in).Start(sub.Start); err != nil {
 		return answer, err
@@ -98,7 +88,7 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 			answer.Pending = &po // 202: accepted, its money not held yet
 			return answer, nil
 		}
-		return answer, &operation.InUseError{ID: in.PayoutID, WorkflowID: in.WorkflowID}
+		return answer, &operation.InUseError{Kind: operation.KindPayout, ID: in.PayoutID, WorkflowID: in.WorkflowID}
 	default:
 		return answer, database.Outage(err)
 	}
@@ -109,7 +99,7 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 func (s *Service) claim(r Request, in *workflows.PayoutInput) operation.Claim {
 	return operation.Claim{Scope: r.Scope, Fingerprint: r.Fingerprint, Uses: ledger.PayoutsUnder, NewID: r.Scope.PayoutID,
 		Then: func(ctx context.Context, tx pgx.Tx, c operation.Claimed) error {
-			if *in = s.input(r, c.ID); !c.Created {
+			if *in = s.input(r, c.ID, c.WorkflowID); !c.Created {
 				return nil
 			}
 			return ledger.InsertPayout(ctx, tx, ledger.Payout{ID: in.PayoutID, AccountID: in.AccountID, AmountMinor: in.AmountMinor,
@@ -118,10 +108,10 @@ func (s *Service) claim(r Request, in *workflows.PayoutInput) operation.Claim {
 		}}
 }
 
-func (s *Service) input(r Request, payoutID string) workflows.PayoutInput {
+func (s *Service) input(r Request, payoutID, workflowID string) workflows.PayoutInput {
 	return workflows.PayoutInput{
 		PayoutHold: activities.PayoutHold{PayoutID: payoutID, Scope: r.Scope, ReplayFor: config.Duration(s.TTL)},
-		WorkflowID: r.Scope.WorkflowID(), AccountID: r.AccountID, AmountMinor: r.AmountMinor, Currency: r.Currency,
+		WorkflowID: workflowID, AccountID: r.AccountID, AmountMinor: r.AmountMinor, Currency: r.Currency,
 		Destination: r.Destination, Description: r.Description, Metadata: r.Metadata,
 		RetryFor: config.Duration(s.RetryFor), BankRetryFor: config.Duration(s.BankRetryFor),
 		PollAfter: config.Duration(s.PollAfter), ReturnWindow: config.Duration(s.ReturnWindow),
@@ -132,7 +122,7 @@ func (s *Service) input(r Request, payoutID string) workflows.PayoutInput {
 // run that failed (the bank down for longer than BankRetryFor) may be run again, and asks the
 // bank again under the same key.
 func (s *Service) operation(in workflows.PayoutInput) operation.Operation {
-	return s.Runner.Operation(operation.Run{Workflow: workflows.Payout, MemoKey: memoPayoutID, ID: in.PayoutID,
+	return s.Runner.Operation(operation.Run{Kind: operation.KindPayout, Workflow: workflows.Payout, MemoKey: memoPayoutID, ID: in.PayoutID,
 		Scope: in.Scope, Input: in, Attributes: workflows.PayoutSearchAttributes(in), Summary: workflows.PayoutSummary(in),
 		Memo: workflows.MetadataMemo(in.Metadata)})
 }
@@ -210,11 +200,10 @@ func (s *Service) late(ctx context.Context, e bank.Event, po ledger.Payout) (str
 }
 
 // RerunFailed finds the payout workflows whose latest run failed (the bank did not answer for
-// BankRetryFor, the ledger could not take the outcome), was canceled, terminated or timed out,
+// BankRetryFor, the ledger could not take the outcome), was terminated or timed out,
 // and starts each again with the same input: it holds nothing twice (the hold is kept), asks the
-// bank under the same key (one payment), and carries on; one whose payout has ended (canceled
-// before the bank) ends at once. A payout's run lasts until its return window closes, so the
-// report says it started; its status shows how it goes on.
+// bank under the same key (one payment), and carries on. A payout's run lasts until its return
+// window closes, so the report says it started; its status shows how it goes on.
 func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(operation.Rerun)) error {
 	decode := func(input func(any) error) (operation.Operation, error) {
 		var in workflows.PayoutInput
@@ -228,9 +217,8 @@ func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(
 // going, so that no money stays held, and no claim stays unsent, for ever: a payout with no run
 // (the API died between the claim and the start), or whose run failed or timed out (the bank
 // did not answer for BankRetryFor, the ledger could not take the outcome), is started again. Its
-// new run holds nothing twice and asks the bank under the same key. A run an operator
-// terminated or canceled is theirs to decide on (`payments rerun failed`); it is counted, not
-// restarted. The runs going are read from Temporal's visibility first, in a few pages, those
+// new run holds nothing twice and asks the bank under the same key (afterRun says which closed
+// runs are started again). The runs going are read from Temporal's visibility first, in a few pages, those
 // still before the bank's outcome only, so that the payouts legitimately waiting on the bank,
 // however many, cost nothing each; visibility lags a little, and a payout it misses is
 // described before it is started. One payout that cannot be resolved now does not hold up the
@@ -264,20 +252,25 @@ var processingRuns = fmt.Sprintf("PayoutStatus IN ('%s', '%s', '%s', '%s')",
 // and says which: started, running, stopped, withdrawn (the claim, refused while an earlier use
 // of its key still runs) or skipped (under no idempotency scope).
 func (s *Service) restart(ctx context.Context, po ledger.Payout) (operation.Outcome, error) {
-	scope, ok, err := operation.ScopeOf(ctx, s.Ledger.DB, po.WorkflowID, po.ID)
-	if err != nil || !ok {
-		return operation.Skipped, err
+	op := func(scope idempotency.Scope) operation.Operation {
+		return s.operation(s.input(Request{Scope: scope, AccountID: po.AccountID, AmountMinor: po.AmountMinor, Currency: po.Currency,
+			Destination: po.Destination, Description: po.Description, Metadata: po.Metadata}, po.ID, po.WorkflowID))
 	}
-	op := s.operation(s.input(Request{Scope: scope, AccountID: po.AccountID, AmountMinor: po.AmountMinor, Currency: po.Currency,
-		Destination: po.Destination, Description: po.Description, Metadata: po.Metadata}, po.ID))
-	run, err := op.Classify(ctx)
-	switch {
-	case err != nil:
-		return "", err
-	case run.Standing == operation.Open:
-		return operation.Running, nil
-	case run.Standing == operation.Closed && run.Stopped():
-		return operation.Stopped, nil
+	return operation.Resolve(ctx, s.Ledger.DB, po.WorkflowID, po.ID, op, func(run operation.Classified) (operation.Outcome, error) {
+		return afterRun(run), nil
+	})
+}
+
+// afterRun is what the recovery pass does with a payout still processing whose run has closed:
+// a run an operator terminated is theirs to decide on (`payments rerun failed`): Stopped,
+// counted, not restarted. Any other is started again (""), so that its money is not held for
+// ever: one that failed or timed out, and one that ended Canceled, which a run does only after
+// releasing the hold (cancel-before-the-bank), so one still processing was canceled by a build
+// before that rule, perhaps after its instruction reached the bank: its new run asks the bank
+// under the same key and settles as the bank says.
+func afterRun(run operation.Classified) operation.Outcome {
+	if run.Status == enums.WORKFLOW_EXECUTION_STATUS_TERMINATED {
+		return operation.Stopped
 	}
-	return op.Recover(ctx) // a run of an earlier use of the key may hold the ID: Start sorts it out
+	return ""
 }

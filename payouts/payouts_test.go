@@ -7,9 +7,6 @@ package payouts_test
 // workflow_test.go: the payout workflow in simulated time; helpers_test.go: what they share.
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/payments/payments/rig/testenv"
@@ -18,11 +15,5 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	var err error
-	env, err = testenv.Start(context.Background(), "payments_test_payouts", testenv.Options{Bank: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "test environment:", err)
-		os.Exit(1)
-	}
-	os.Exit(testenv.Run(m, env))
+	testenv.Main(m, &env, "payments_test_payouts", testenv.Options{Bank: true})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/operation"
 )
@@ -36,23 +37,14 @@ func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (op
 
 // resolve does what ResolveStale says for one transfer and says which.
 func (s *Service) resolve(ctx context.Context, t ledger.Transfer) (operation.Outcome, error) {
-	scope, ok, err := operation.ScopeOf(ctx, s.Ledger.DB, t.WorkflowID, t.ID)
-	if err != nil || !ok {
-		return operation.Skipped, err
+	op := func(scope idempotency.Scope) operation.Operation {
+		return s.operation(s.input(requestOf(scope, t), t.ID, t.WorkflowID))
 	}
-	op := s.operation(s.input(requestOf(scope, t), t.ID))
-	run, err := op.Classify(ctx)
-	switch {
-	case err != nil:
-		return "", err
-	case run.Standing == operation.Open:
-		return operation.Running, nil
-	case run.Standing == operation.Closed:
+	return operation.Resolve(ctx, s.Ledger.DB, t.WorkflowID, t.ID, op, func(run operation.Classified) (operation.Outcome, error) {
 		reason := "its workflow ended (" + run.Ended() + ") before posting it; no money moved"
 		if _, err := s.Ledger.MarkFailed(ctx, t.ID, run.RunID, reason); err != nil {
 			return "", err
 		}
 		return operation.Failed, nil
-	}
-	return op.Recover(ctx) // no run, or only an earlier use's: Start sorts it out
+	})
 }

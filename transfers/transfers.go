@@ -71,15 +71,9 @@ func requestOf(scope idempotency.Scope, t ledger.Transfer) Request {
 // InUseError is operation.InUseError: the key's operation (or an earlier use's run) is still going.
 type InUseError = operation.InUseError
 
-// Answer is how a submission ended, for the edge to answer: the transfer's final answer as
-// stored (Response), or, when it is still running after the wait, the transfer (Pending).
-// Replayed is true when an earlier request with the same key started the operation it reports.
-type Answer struct {
-	idempotency.Response
-	Pending    *ledger.Transfer
-	Replayed   bool
-	TransferID string // empty when the request was refused before the claim
-}
+// Answer is how a submission ended: the transfer's final answer as stored, or, when it is still
+// running after the wait, the transfer (Pending).
+type Answer = operation.Answer[ledger.Transfer]
 
 // FailedError is operation.FailedError: a transfer or refund whose run ended without posting it.
 type FailedError = operation.FailedError
@@ -91,15 +85,10 @@ type FailedError = operation.FailedError
 // start do not follow the client's context (operation.Submission).
 func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	var in workflows.TransferInput
-	sub, err := s.Runner.Submit(ctx, s.claim(r, &in))
+	sub, answer, done, err := operation.Begin[ledger.Transfer](ctx, s.Runner, s.claim(r, &in))
 	defer sub.Close()
-	if err != nil {
-		return Answer{}, database.Outage(err)
-	}
-	answer := Answer{TransferID: sub.ID, Replayed: !sub.Created}
-	if sub.Response != nil {
-		answer.Response = *sub.Response
-		return answer, nil
+	if done {
+		return answer, err
 	}
 	if sub.Heard == nil { // no worker here: the run answers through the server
 		return s.startAndAsk(ctx, sub, in, answer)
@@ -170,7 +159,7 @@ func (s *Service) afterWait(ctx context.Context, in workflows.TransferInput, run
 		if created { // the first request: 202, the transfer still running
 			return s.settled(ctx, in, t, answer, nil)
 		}
-		return s.settled(ctx, in, t, answer, &InUseError{ID: in.TransferID, WorkflowID: in.WorkflowID})
+		return s.settled(ctx, in, t, answer, &InUseError{Kind: kindOf(in), ID: in.TransferID, WorkflowID: in.WorkflowID})
 	default:
 		return answer, outage.Of("Temporal", fmt.Errorf("waiting for the workflow's result: %w", err))
 	}
@@ -215,10 +204,10 @@ func kindOf(in workflows.TransferInput) operation.Kind {
 	return operation.KindTransfer
 }
 
-func (s *Service) input(r Request, transferID string) workflows.TransferInput {
+func (s *Service) input(r Request, transferID, workflowID string) workflows.TransferInput {
 	in := workflows.TransferInput{
 		Posting: activities.Posting{
-			TransferID: transferID, WorkflowID: r.Scope.WorkflowID(), Scope: r.Scope,
+			TransferID: transferID, WorkflowID: workflowID, Scope: r.Scope,
 			From: r.From, To: r.To, AmountMinor: r.AmountMinor, Currency: r.Currency, Description: r.Description,
 			ReplayFor: config.Duration(s.TTL), Metadata: r.Metadata, RefundOf: r.RefundOf,
 		},
@@ -235,7 +224,7 @@ func (s *Service) input(r Request, transferID string) workflows.TransferInput {
 func (s *Service) claim(r Request, in *workflows.TransferInput) operation.Claim {
 	return operation.Claim{Scope: r.Scope, Fingerprint: r.Fingerprint, Uses: ledger.TransfersUnder, NewID: r.id,
 		Then: func(ctx context.Context, tx pgx.Tx, c operation.Claimed) (err error) {
-			*in = s.input(r, c.ID)
+			*in = s.input(r, c.ID, c.WorkflowID)
 			switch {
 			case !c.Created && r.RefundOf != "":
 				// A duplicate runs (or re-runs) the refund as claimed, not what remains now; a refund
@@ -257,7 +246,7 @@ const memoTransferID = "transfer_id"
 // operation is in's run: a completed run is never repeated; a failed one may be run again under
 // the same ID.
 func (s *Service) operation(in workflows.TransferInput) operation.Operation {
-	return s.Runner.Operation(operation.Run{Workflow: workflows.Transfer, MemoKey: memoTransferID, ID: in.TransferID,
+	return s.Runner.Operation(operation.Run{Kind: kindOf(in), Workflow: workflows.Transfer, MemoKey: memoTransferID, ID: in.TransferID,
 		Scope: in.Scope, Input: in, Attributes: workflows.SearchAttributes(in), Summary: workflows.Summary(in),
 		Memo: workflows.MetadataMemo(in.Metadata)})
 }

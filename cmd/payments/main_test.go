@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -29,13 +27,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	var err error
-	env, err = testenv.Start(context.Background(), "payments_test_cli", testenv.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(testenv.Run(m, env))
+	testenv.Main(m, &env, "payments_test_cli", testenv.Options{})
 }
 
 // commandsOn points the commands dispatch runs at databaseURL and the Env's Temporal, and every

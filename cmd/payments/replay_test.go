@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -19,8 +18,6 @@ import (
 
 	"github.com/payments/payments/rig/testenv"
 )
-
-var recordHistories = flag.String("record-histories", "", "write the histories under workflows/testdata/histories from real runs, with this version suffix (e.g. v1)")
 
 // failTransfers makes n transfers fail for real: their source accounts stay locked longer than
 // the transfers' retry policy allows. It returns the keys, the accounts, and the fix: releasing
@@ -107,7 +104,7 @@ func TestRerunFailedDryRunStartsNothing(t *testing.T) {
 	testenv.WaitFor(t, "the failed run to be visible", func() bool {
 		return countWorkflows(t, "WorkflowId = '"+id+"' AND ExecutionStatus = 'Failed'") == 1
 	})
-	failedRun := latestRun(t, id)
+	failedRun := env.LatestRun(t, id)
 	fix()
 
 	commandsOn(t, env.URL)
@@ -120,7 +117,7 @@ func TestRerunFailedDryRunStartsNothing(t *testing.T) {
 		t.Fatalf("%s is not listed as one that would run again:\n%s", id, out.String())
 	}
 	time.Sleep(2 * time.Second) // a run started by mistake would have posted by now
-	if run := latestRun(t, id); run != failedRun {
+	if run := env.LatestRun(t, id); run != failedRun {
 		t.Fatalf("--dry-run started run %s (the failed one: %s)", run, failedRun)
 	}
 	if env.Balance(t, from[0]) != funded || env.Balance(t, to[0]) != 0 {
@@ -137,15 +134,6 @@ func TestRerunFailedDryRunStartsNothing(t *testing.T) {
 	}
 }
 
-func latestRun(t *testing.T, workflowID string) string {
-	t.Helper()
-	desc, err := env.Temporal.DescribeWorkflowExecution(context.Background(), workflowID, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
-}
-
 func countWorkflows(t *testing.T, query string) int {
 	t.Helper()
 	resp, err := env.Temporal.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{Query: query})
@@ -155,13 +143,11 @@ func countWorkflows(t *testing.T, query string) int {
 	return int(resp.GetCount())
 }
 
-const historiesDir = "../../workflows/testdata/histories"
-
 // `replay history` reports each committed history as replaying (workflows' tests check them too).
 func TestReplayHistoryCommand(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(historiesDir, "*.json"))
+	files, _ := filepath.Glob(filepath.Join(testenv.HistoriesDir(), "*.json"))
 	if len(files) < 4 {
-		t.Fatalf("%d histories under %s, want the completed, rejected, failed and re-run paths", len(files), historiesDir)
+		t.Fatalf("%d histories under %s, want the completed, rejected, failed and re-run paths", len(files), testenv.HistoriesDir())
 	}
 	var out bytes.Buffer
 	if err := dispatch(context.Background(), append([]string{"replay", "history"}, files...), &out); err != nil {
@@ -176,7 +162,7 @@ func TestReplayHistoryReportsNonDeterminism(t *testing.T) {
 	broken := filepath.Join(t.TempDir(), "broken.json")
 	// A history whose recorded first command is a timer: the current code schedules a local
 	// activity marker instead, so replay must fail and say where.
-	src, err := os.ReadFile(filepath.Join(historiesDir, "completed-v0.json"))
+	src, err := os.ReadFile(filepath.Join(testenv.HistoriesDir(), "completed-v0.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +181,7 @@ func TestReplayHistoryReportsNonDeterminism(t *testing.T) {
 // that says so, not a build that would break running workflows; no file is replayed.
 func TestReplayHistoryOfAnUnreadableFileIsAUsageError(t *testing.T) {
 	dir := t.TempDir()
-	good, _ := filepath.Glob(filepath.Join(historiesDir, "*.json"))
+	good, _ := filepath.Glob(filepath.Join(testenv.HistoriesDir(), "*.json"))
 	files := map[string]string{"missing.json": "", "truncated.json": `{"events":[{"eventId":"1",`, "empty.json": `{}`,
 		"text.json": "not a history"}
 	for name, content := range files {
@@ -218,13 +204,10 @@ func TestReplayHistoryOfAnUnreadableFileIsAUsageError(t *testing.T) {
 }
 
 // TestRecordHistories writes real histories of each path of the transfer workflow. Run it when
-// the workflow changes, with a new version suffix, and keep the old files: they are what
-// running workflows look like.
+// the workflow changes, with a new version suffix (testenv.RecordCommand), and keep the old
+// files: they are what running workflows look like.
 func TestRecordHistories(t *testing.T) {
-	if *recordHistories == "" {
-		t.Skip("go test ./cmd/payments -run TestRecordHistories -args -record-histories=vN writes workflows/testdata/histories")
-	}
-	suffix := "-" + *recordHistories + ".json"
+	testenv.SkipUnlessRecording(t)
 	ownerID, key := env.Owner(t)
 	from, to := env.Account(t, key, "USD"), env.Account(t, key, "USD")
 	env.Fund(t, from, 100)
@@ -234,27 +217,18 @@ func TestRecordHistories(t *testing.T) {
 	if r := env.Do(t, "POST", "/v1/transfers", key, "rec-rejected", testenv.TransferBody(from, to, 1_000)); r.Status != http.StatusUnprocessableEntity {
 		t.Fatal(r.Status)
 	}
-	writeHistory(t, "transfer/"+ownerID+"/rec-completed", "", "completed"+suffix)
-	writeHistory(t, "transfer/"+ownerID+"/rec-rejected", "", "rejected"+suffix)
+	env.RecordHistory(t, testenv.TransferHistory, "completed", "transfer/"+ownerID+"/rec-completed", "")
+	env.RecordHistory(t, testenv.TransferHistory, "rejected", "transfer/"+ownerID+"/rec-rejected", "")
 
 	owner, failKey, keys, fFrom, fTo, fix := failTransfers(t, 1, 10, 100)
 	id := "transfer/" + owner + "/" + keys[0]
-	desc, err := env.Temporal.DescribeWorkflowExecution(context.Background(), id, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	failedRun := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	failedRun := env.LatestRun(t, id)
 	fix()
 	if r := env.Do(t, "POST", "/v1/transfers", failKey, keys[0], testenv.TransferBody(fFrom[0], fTo[0], 10)); r.Status != http.StatusCreated {
 		t.Fatal(r.Status)
 	}
-	writeHistory(t, id, failedRun, "failed"+suffix)
-	writeHistory(t, id, "", "rerun"+suffix)
-}
-
-func writeHistory(t *testing.T, workflowID, runID, name string) {
-	t.Helper()
-	env.WriteHistory(t, workflowID, runID, filepath.Join(historiesDir, name))
+	env.RecordHistory(t, testenv.TransferHistory, "failed", id, failedRun)
+	env.RecordHistory(t, testenv.TransferHistory, "rerun", id, "")
 }
 
 // `payments bench` runs every scenario against a running API, prints the table and the targets,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -86,7 +85,7 @@ func TestTwoWorkersAndTwoAPIsShareTheLoad(t *testing.T) {
 					req.Header.Set("Idempotency-Key", fmt.Sprintf("scale-%d", i))
 					r := testenv.Send(t, req)
 					answers[i][a] = append(answers[i][a], r)
-					_, final, problem := classify(r, tr.from, tr.to, tr.amount)
+					_, final, problem := testenv.ClassifyTransfer(r, tr.from, tr.to, tr.amount)
 					if problem != "" {
 						t.Errorf("transfer %d, API %d, answer %d: %s: %d (Content-Type %q, Retry-After %q, Location %q) %s", i, a, len(answers[i][a]),
 							problem, r.Status, r.Header.Get("Content-Type"), r.Header.Get("Retry-After"), r.Header.Get("Location"), r.Body)
@@ -121,13 +120,12 @@ func TestTwoWorkersAndTwoAPIsShareTheLoad(t *testing.T) {
 		sent[i] = testenv.Sent{WorkflowID: wfIDs[i], From: tr.from, To: tr.to, Amount: tr.amount, Rejected: tr.rejected}
 		for a := range apis {
 			for _, r := range answers[i][a] {
-				kind, _, _ := classify(r, tr.from, tr.to, tr.amount)
+				kind, _, _ := testenv.ClassifyTransfer(r, tr.from, tr.to, tr.amount)
 				tally[fmt.Sprintf("API %d: %d %s", a, r.Status, kind)]++
 			}
 		}
 		first, other := answers[i][0][len(answers[i][0])-1], answers[i][1][len(answers[i][1])-1]
-		if first.Status != other.Status || string(first.Body) != string(other.Body) ||
-			first.Header.Get("Content-Type") != other.Header.Get("Content-Type") || first.Header.Get("Location") != other.Header.Get("Location") {
+		if testenv.Differ(first, other) {
 			t.Errorf("transfer %d: the two APIs' final answers differ:\n%d %s\n%d %s", i, first.Status, first.Body, other.Status, other.Body)
 		}
 		finals[i] = first
@@ -178,38 +176,4 @@ func TestTwoWorkersAndTwoAPIsShareTheLoad(t *testing.T) {
 		t.Fatalf("workflow tasks by worker: %v, want both workers", identities)
 	}
 	t.Logf("%d of %d transfers completed; answers %v; workflow tasks by worker: %v", completed, count, tally, identities)
-}
-
-// classify checks an answer to a transfer from one account to another of amount against the
-// contract: final is 201 (this transfer, completed, with its Location) or 422
-// insufficient-funds (with its transfer_id); not final, and to be sent again, is 503
-// service-unavailable or 409 idempotency-key-in-use with Retry-After, or 202 pending with a
-// Location. kind is the answer's problem type, or the transfer status its body reports; problem
-// says what is wrong with an answer the contract does not allow.
-func classify(r testenv.Response, from, to string, amount int64) (kind string, final bool, problem string) {
-	var body map[string]any
-	if err := json.Unmarshal(r.Body, &body); err != nil {
-		return "", false, "the body is not JSON"
-	}
-	kind, _ = body["type"].(string)
-	kind = strings.TrimPrefix(kind, "/problems/")
-	status, _ := body["status"].(string)
-	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") {
-		kind = status
-	}
-	isProblem := strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json")
-	retryAfter := r.Header.Get("Retry-After") != ""
-	switch {
-	case r.Status == http.StatusCreated && status == "completed" && !isProblem &&
-		r.Header.Get("Location") == fmt.Sprint("/v1/transfers/", body["id"]) &&
-		body["from_account_id"] == from && body["to_account_id"] == to && body["amount_minor"] == float64(amount):
-		return kind, true, ""
-	case r.Status == http.StatusUnprocessableEntity && kind == "insufficient-funds" && isProblem && body["transfer_id"] != nil:
-		return kind, true, ""
-	case r.Status == http.StatusServiceUnavailable && kind == "service-unavailable" && isProblem && retryAfter,
-		r.Status == http.StatusConflict && kind == "idempotency-key-in-use" && isProblem && retryAfter,
-		r.Status == http.StatusAccepted && status == "pending" && !isProblem && strings.HasPrefix(r.Header.Get("Location"), "/v1/transfers/"):
-		return kind, false, ""
-	}
-	return kind, false, "not an answer the contract allows here"
 }

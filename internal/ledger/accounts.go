@@ -7,8 +7,25 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/idempotency"
 )
+
+// OpenAccount opens a customer account with a's currency, name and metadata for the owner of
+// scope s, once per use of its key: the account, its idempotency record and its answer (made by
+// answer, replayed for ttl) commit in one transaction; a duplicate waits on the first one's row
+// lock, then gets the stored answer (replayed).
+func (l *Ledger) OpenAccount(ctx context.Context, s idempotency.Scope, fingerprint []byte, ttl time.Duration,
+	a Account, answer func(Account) idempotency.Response) (idempotency.Response, bool, error) {
+	resp, replayed, _, err := idempotency.Once(ctx, l.DB, s, fingerprint, NewID("acc_"), ttl,
+		func(tx pgx.Tx, id string) (idempotency.Response, error) {
+			acc, err := CreateAccount(ctx, tx, id, s.OwnerID, a.Currency, a.Name, a.Metadata)
+			return answer(acc), err
+		})
+	return resp, replayed, err
+}
 
 // CreateAccount opens a customer account with id for ownerID.
 func CreateAccount(ctx context.Context, q database.Querier, id, ownerID, currency, name string, metadata Metadata) (Account, error) {

@@ -92,25 +92,6 @@ func (o *outbox) payout(po Payout) {
 	o.add("payout."+string(po.Status), po.ID, po, po.AccountID)
 }
 
-// change runs f in a transaction (InTx) that appends the events f adds, last, just before it
-// commits; after the commit, the endpoints subscribed to them are woken (Wake).
-func (l *Ledger) change(ctx context.Context, f func(tx pgx.Tx, o *outbox) error) error {
-	var woken []string
-	err := l.InTx(ctx, func(tx pgx.Tx) error {
-		o := &outbox{}
-		if err := f(tx, o); err != nil {
-			return err
-		}
-		var err error
-		woken, err = flushEvents(ctx, tx, o)
-		return err
-	})
-	if err == nil && len(woken) > 0 && l.Wake != nil {
-		l.Wake(woken)
-	}
-	return err
-}
-
 // flushEvents writes o's events, whom each is for, and the deliveries they are due, and returns
 // the endpoints that got deliveries. It takes the events lock first: every statement after it
 // is an insert, so the lock is held for as short a time as commit allows.

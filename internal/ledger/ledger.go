@@ -8,11 +8,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	mathrand "math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
@@ -248,4 +252,56 @@ func qualified(table, columns string) string {
 		cols[i] = table + "." + strings.TrimSpace(c)
 	}
 	return strings.Join(cols, ", ")
+}
+
+// Retries counts ledger transactions retried after a serialization failure or deadlock.
+var Retries = promauto.NewCounter(prometheus.CounterOpts{
+	Name: "payments_ledger_transaction_retries_total",
+	Help: "Ledger transactions retried after a serialization failure or a deadlock.",
+})
+
+const maxAttempts = 8
+
+// InTx runs f in a transaction, again when PostgreSQL aborted it for a serialization failure or
+// a deadlock (a bounded number of times, with jittered backoff, counted in Retries). f must be
+// safe to run again: each run sees only what committed before it.
+func (l *Ledger) InTx(ctx context.Context, f func(pgx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginFunc(ctx, l.DB, f)
+		if err == nil || attempt == maxAttempts || !retryable(err) {
+			return err
+		}
+		Retries.Inc()
+		// Full jitter over an exponential window: 2 ms, 4 ms, … capped at 200 ms.
+		window := min(2*time.Millisecond<<attempt, 200*time.Millisecond)
+		select {
+		case <-time.After(mathrand.N(window)):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
+// change runs f in a transaction (InTx) that appends the events f adds, last, just before it
+// commits; after the commit, the endpoints subscribed to them are woken (Wake).
+func (l *Ledger) change(ctx context.Context, f func(tx pgx.Tx, o *outbox) error) error {
+	var woken []string
+	err := l.InTx(ctx, func(tx pgx.Tx) error {
+		o := &outbox{}
+		if err := f(tx, o); err != nil {
+			return err
+		}
+		var err error
+		woken, err = flushEvents(ctx, tx, o)
+		return err
+	})
+	if err == nil && len(woken) > 0 && l.Wake != nil {
+		l.Wake(woken)
+	}
+	return err
 }

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
@@ -75,14 +72,6 @@ var ErrInvalidPosting = errors.New("invalid posting")
 // run of the same workflow ID may.
 var ErrFenced = errors.New("the transfer was marked failed by this run")
 
-// Retries counts ledger transactions retried after a serialization failure or deadlock.
-var Retries = promauto.NewCounter(prometheus.CounterOpts{
-	Name: "payments_ledger_transaction_retries_total",
-	Help: "Ledger transactions retried after a serialization failure or a deadlock.",
-})
-
-const maxAttempts = 8
-
 // Answer is the answer to a transfer in a final state, in the shape of the edge that received
 // the request (the HTTP API's, api.TransferAnswer): the ledger stores it in the posting's
 // transaction, and it is replayed byte for byte.
@@ -98,31 +87,6 @@ func (l *Ledger) Post(ctx context.Context, p Posting, answer Answer) (t Transfer
 		return err
 	})
 	return t, resp, err
-}
-
-// InTx runs f in a transaction, again when PostgreSQL aborted it for a serialization failure or
-// a deadlock (a bounded number of times, with jittered backoff, counted in Retries). f must be
-// safe to run again: each run sees only what committed before it.
-func (l *Ledger) InTx(ctx context.Context, f func(pgx.Tx) error) error {
-	for attempt := 1; ; attempt++ {
-		err := pgx.BeginFunc(ctx, l.DB, f)
-		if err == nil || attempt == maxAttempts || !retryable(err) {
-			return err
-		}
-		Retries.Inc()
-		// Full jitter over an exponential window: 2 ms, 4 ms, … capped at 200 ms.
-		window := min(2*time.Millisecond<<attempt, 200*time.Millisecond)
-		select {
-		case <-time.After(rand.N(window)):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func retryable(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
 }
 
 func post(ctx context.Context, tx pgx.Tx, o *outbox, p Posting, answer Answer) (Transfer, idempotency.Response, error) {

@@ -2,7 +2,10 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/payments/payments/internal/idempotency"
 )
 
 // Refund is a refund as the API shows it (docs/contract.md §8). The ledger holds it as a
@@ -36,4 +39,64 @@ func RefundView(r Transfer) Refund {
 func (l *Ledger) Refund(ctx context.Context, ownerID, id string) (Refund, error) {
 	t, err := l.posting(ctx, ownerID, id, KindRefund)
 	return RefundView(t), err
+}
+
+// Refundable returns transfer id, and the amount a refund of it under scope s takes (amount, or
+// all that remains when amount is nil), if the owner of s may refund it: it is a transfer
+// between customers' accounts (not a deposit), completed, into an account of the owner's.
+// Anyone else gets ErrNotFound, as for a transfer they cannot see; a deposit or a transfer not
+// completed, *NotRefundableError; more than remains, or nothing remaining, *RefundExceedsError,
+// unless the refund under s is claimed already: what remains may be less because this very
+// refund, a duplicate's, has just posted, and its run answers with its outcome. The posting's
+// transaction checks it all again (refundable), and alone decides a race between refunds.
+func (l *Ledger) Refundable(ctx context.Context, s idempotency.Scope, id string, amount *int64) (Transfer, int64, error) {
+	t, err := l.Transfer(ctx, s.OwnerID, id)
+	if err != nil {
+		return t, 0, err
+	}
+	from, to, err := l.Accounts(ctx, "", t.FromAccountID, t.ToAccountID)
+	switch {
+	case err != nil:
+		return t, 0, err
+	case to.OwnerID != s.OwnerID:
+		return t, 0, ErrNotFound
+	case from.Kind != KindCustomer || to.Kind != KindCustomer:
+		return t, 0, &NotRefundableError{TransferID: t.ID, Deposit: true}
+	case t.Status != TransferCompleted:
+		return t, 0, &NotRefundableError{TransferID: t.ID, Status: t.Status}
+	}
+	remaining := t.AmountMinor - t.AmountRefundedMinor
+	take := remaining
+	if amount != nil {
+		take = *amount
+	}
+	if take <= remaining && remaining > 0 {
+		return t, take, nil
+	}
+	if _, claimed, err := idempotency.Lookup(ctx, l.DB, s); err != nil || claimed {
+		return t, take, err
+	}
+	return t, take, &RefundExceedsError{TransferID: t.ID, RemainingMinor: remaining, Currency: t.Currency}
+}
+
+// NotRefundableError is a transfer no refund may take money from: a deposit, or a transfer
+// that is not completed (Status).
+type NotRefundableError struct {
+	TransferID string
+	Deposit    bool
+	Status     TransferStatus
+}
+
+func (e *NotRefundableError) Error() string { return "transfer " + e.TransferID + " is not refundable" }
+
+// RefundExceedsError is a refund of more than remains of its transfer (RemainingMinor), or of
+// a transfer with nothing left.
+type RefundExceedsError struct {
+	TransferID     string
+	RemainingMinor int64
+	Currency       string
+}
+
+func (e *RefundExceedsError) Error() string {
+	return fmt.Sprintf("transfer %s has %d %s left to refund", e.TransferID, e.RemainingMinor, e.Currency)
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/webhook"
 )
 
 // Endpoint is a client's webhook receiver as the API shows it. Its secret is shown once, in the
@@ -31,6 +33,31 @@ func CreateEndpoint(ctx context.Context, tx database.Querier, ownerID string, e 
 		VALUES ($1, $2, $3, $4, $5) RETURNING created_at`, e.ID, ownerID, e.URL, e.EventTypes, e.Secret).Scan(&e.CreatedAt)
 	e.CreatedAt = UTC(e.CreatedAt)
 	return e, err
+}
+
+// RegisterEndpoint registers an endpoint with e's URL and event types, and a new secret, for the
+// owner of scope s, once per use of its key: the endpoint, its idempotency record and its answer
+// (made by answer, which alone shows the secret; replayed for ttl) commit in one transaction, as
+// an account's do. It returns the endpoint's id, replayed or not. The URL is checked against
+// urls for a new endpoint only: a retry gets the stored answer even if the host no longer
+// resolves. A refusal (*URLRefusedError) rolls the claim back: nothing is stored.
+func (l *Ledger) RegisterEndpoint(ctx context.Context, s idempotency.Scope, fingerprint []byte, ttl time.Duration,
+	urls webhook.Policy, e Endpoint, answer func(Endpoint) idempotency.Response) (resp idempotency.Response, replayed bool, id string, err error) {
+	return idempotency.Once(ctx, l.DB, s, fingerprint, NewID("we_"), ttl, func(tx pgx.Tx, id string) (idempotency.Response, error) {
+		if _, err := urls.Check(ctx, e.URL); err != nil {
+			return idempotency.Response{}, &URLRefusedError{Reason: err}
+		}
+		e.ID, e.Secret = id, webhook.NewSecret()
+		created, err := CreateEndpoint(ctx, tx, s.OwnerID, e)
+		return answer(created), err
+	})
+}
+
+// URLRefusedError is an endpoint's URL that the webhook URL policy refuses, and why.
+type URLRefusedError struct{ Reason error }
+
+func (e *URLRefusedError) Error() string {
+	return "the webhook URL cannot be used: " + e.Reason.Error()
 }
 
 // Endpoints returns ownerID's endpoints that are not deleted, oldest first, without secrets.

@@ -34,12 +34,6 @@ type Classified struct {
 	RunID  string                        // a Closed run's
 }
 
-// Stopped reports whether a Closed run was stopped by a person (terminated, canceled) rather
-// than ending by itself.
-func (c Classified) Stopped() bool {
-	return c.Status == enums.WORKFLOW_EXECUTION_STATUS_TERMINATED || c.Status == enums.WORKFLOW_EXECUTION_STATUS_CANCELED
-}
-
 // Ended says how a Closed run closed, in a word for people: failed, terminated, timed out,
 // canceled, completed.
 func (c Classified) Ended() string {
@@ -91,10 +85,35 @@ func (o Operation) Recover(ctx context.Context) (Outcome, error) {
 	return Started, err
 }
 
-// ScopeOf is the idempotency scope of the operation id run under workflowID, whole (the key of a
+// Resolve is the recovery of one claim left pending, operation id under workflowID: an open run
+// is left running; a closed one is closed's to decide on (it says what it did, or "" to have the
+// run started again); no run, or only an earlier use's, and the run is started (Recover). op is
+// the claim's operation, made from its whole scope; a claim under no scope is Skipped.
+func Resolve(ctx context.Context, db database.Querier, workflowID, id string, op func(idempotency.Scope) Operation,
+	closed func(Classified) (Outcome, error)) (Outcome, error) {
+	scope, ok, err := scopeOf(ctx, db, workflowID, id)
+	if err != nil || !ok {
+		return Skipped, err
+	}
+	o := op(scope)
+	run, err := o.Classify(ctx)
+	switch {
+	case err != nil:
+		return "", err
+	case run.Standing == Open:
+		return Running, nil
+	case run.Standing == Closed:
+		if outcome, err := closed(run); outcome != "" || err != nil {
+			return outcome, err
+		}
+	}
+	return o.Recover(ctx)
+}
+
+// scopeOf is the idempotency scope of the operation id run under workflowID, whole (the key of a
 // shortened workflow ID read from its record); ok is false when the ID is no scope's, or the
 // record of a key too long to appear in it has gone: the claim is Skipped.
-func ScopeOf(ctx context.Context, db database.Querier, workflowID, id string) (idempotency.Scope, bool, error) {
+func scopeOf(ctx context.Context, db database.Querier, workflowID, id string) (idempotency.Scope, bool, error) {
 	scope, ok := idempotency.ScopeOf(workflowID)
 	if !ok {
 		return scope, false, nil
@@ -122,7 +141,7 @@ type Tally struct {
 	Failed    int // runs that ended without posting: their transfers marked failed
 	Running   int // runs still open: left to finish
 	Withdrawn int // claims refused while an earlier use of their key still runs: withdrawn (Operation.Unclaim)
-	Stopped   int // payouts whose run an operator terminated or canceled: left for `payments rerun failed`
+	Stopped   int // runs an operator terminated (a payout's), or that gave up (a webhook endpoint's): left for `payments rerun failed`
 	Skipped   int // claims under no idempotency scope: for reconcile to report
 	Errors    int // claims that could not be resolved in this pass (the error says which): the next pass tries again
 	errs      []error

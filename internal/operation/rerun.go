@@ -36,7 +36,7 @@ func DryRun(ctx context.Context) context.Context { return context.WithValue(ctx,
 func isDryRun(ctx context.Context) bool { return ctx.Value(dryRunKey{}) != nil }
 
 // RerunFailed runs again every workflow of type workflowType whose latest run failed, was
-// canceled, terminated or timed out (and closed after since, when since is not zero), once
+// terminated or timed out (and closed after since, when since is not zero), once
 // each, in turn (Restart), and reports each: finish, when not nil, waits for a run started
 // again and completes its report.
 func RerunFailed(ctx context.Context, c client.Client, workflowType string, since time.Time,
@@ -51,10 +51,10 @@ func RerunFailed(ctx context.Context, c client.Client, workflowType string, sinc
 }
 
 // eachFailed calls rerun for every workflow of type workflowType whose latest run failed, was
-// canceled, terminated or timed out (and closed after since, when since is not zero), once
+// terminated or timed out (and closed after since, when since is not zero), once
 // each, in turn.
 func eachFailed(ctx context.Context, c client.Client, workflowType string, since time.Time, rerun func(workflowID string)) error {
-	query := fmt.Sprintf("WorkflowType = '%s' AND (ExecutionStatus = 'Failed' OR ExecutionStatus = 'Canceled' OR ExecutionStatus = 'Terminated' OR ExecutionStatus = 'TimedOut')", workflowType)
+	query := fmt.Sprintf("WorkflowType = '%s' AND (ExecutionStatus = 'Failed' OR ExecutionStatus = 'Terminated' OR ExecutionStatus = 'TimedOut')", workflowType)
 	if !since.IsZero() {
 		query += fmt.Sprintf(" AND CloseTime >= '%s'", since.UTC().Format(time.RFC3339))
 	}
@@ -100,7 +100,7 @@ func EachRunning(ctx context.Context, c client.Client, workflowType, filter stri
 }
 
 // Restart starts workflowID's latest run again, with the input it was started with, if that
-// run failed, was canceled, terminated or timed out (and ctx is not DryRun); decode reads the input into the caller's type and
+// run failed, was terminated or timed out (and ctx is not DryRun); decode reads the input into the caller's type and
 // returns the operation to start with it. The new run is returned for the caller to wait on,
 // or nil with the Rerun saying why nothing was started.
 func Restart(ctx context.Context, c client.Client, workflowID string, decode func(input func(valuePtr any) error) (Operation, error)) (client.WorkflowRun, Rerun) {
@@ -141,12 +141,12 @@ func Restart(ctx context.Context, c client.Client, workflowID string, decode fun
 }
 
 // rerunnable reports whether a latest run in status st ended without finishing its work, which
-// the workflow ID reuse policy lets a new run under the same ID do. A canceled run is one: a
-// payout canceled before its instruction reached the bank has failed, and its new run ends at
-// once; one canceled by a build before that rule still holds its money, and its new run goes on.
+// the workflow ID reuse policy lets a new run under the same ID do (docs/contract.md: failed,
+// terminated or timed out; a canceled run was ended on purpose, and what it left behind is the
+// recovery pass's).
 func rerunnable(st enums.WorkflowExecutionStatus) bool {
 	return st == enums.WORKFLOW_EXECUTION_STATUS_FAILED || st == enums.WORKFLOW_EXECUTION_STATUS_TERMINATED ||
-		st == enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT || st == enums.WORKFLOW_EXECUTION_STATUS_CANCELED
+		st == enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT
 }
 
 // startInput reads the input a run was started with from its first history event.

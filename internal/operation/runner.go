@@ -42,6 +42,7 @@ type Claims interface {
 
 // Run is what an instance says of one operation's run.
 type Run struct {
+	Kind       Kind
 	Workflow   any    // the kind's workflow function
 	MemoKey    string // the memo field naming the operation a run makes, e.g. "transfer_id"
 	ID         string // what the operation makes: a transfer's id, a payout's
@@ -70,6 +71,7 @@ func (r *Runner) Operation(run Run) Operation {
 		Workflow: run.Workflow,
 		Input:    run.Input,
 		MemoKey:  run.MemoKey,
+		Kind:     run.Kind,
 		ID:       run.ID,
 		Lock:     r.Claims.LockClaim(run.Scope),
 		Unclaim:  func(ctx context.Context) error { return r.Claims.Unclaim(ctx, run.Scope, run.ID) },
@@ -79,9 +81,9 @@ func (r *Runner) Operation(run Run) Operation {
 // Claimed is a request's claim of its scope: the operation's id, whether this request made the
 // claim, and the answer stored with it once final.
 type Claimed struct {
-	ID       string
-	Created  bool
-	Response *idempotency.Response
+	ID, WorkflowID string
+	Created        bool
+	Response       *idempotency.Response
 }
 
 // Claim is how an instance claims its operation: uses counts the operations already made under
@@ -101,7 +103,8 @@ type Claim struct {
 func (r *Runner) Claim(ctx context.Context, c Claim) (Claimed, error) {
 	var out Claimed
 	err := r.Claims.InTx(ctx, func(tx pgx.Tx) error {
-		uses, err := c.Uses(ctx, tx, c.Scope.WorkflowID())
+		workflowID := c.Scope.WorkflowID()
+		uses, err := c.Uses(ctx, tx, workflowID)
 		if err != nil {
 			return err
 		}
@@ -109,7 +112,7 @@ func (r *Runner) Claim(ctx context.Context, c Claim) (Claimed, error) {
 		if err != nil {
 			return err
 		}
-		out = Claimed{ID: rec.ResourceID, Created: created, Response: rec.Response}
+		out = Claimed{ID: rec.ResourceID, WorkflowID: workflowID, Created: created, Response: rec.Response}
 		return c.Then(ctx, tx, out)
 	})
 	if err != nil {
@@ -166,4 +169,30 @@ func (r *Runner) Submit(ctx context.Context, c Claim) (*Submission, error) {
 		}
 	}
 	return s, nil
+}
+
+// Answer is how a submission ended, for the edge to answer: the operation's answer as stored
+// (Response), or, when it is not there after the wait, the operation as it stands (Pending, a
+// 202). Replayed is true when an earlier request with the same key started the operation.
+type Answer[P any] struct {
+	idempotency.Response
+	Pending  *P
+	Replayed bool
+	// The operation's id and workflow ID; empty when the request was refused before the claim.
+	ID, WorkflowID string
+}
+
+// Begin is Runner.Submit with the answer so far: done when the request is answered already, its
+// claim refused (the error, PostgreSQL's marked an outage) or the operation's answer stored.
+func Begin[P any](ctx context.Context, r *Runner, c Claim) (s *Submission, answer Answer[P], done bool, _ error) {
+	s, err := r.Submit(ctx, c)
+	if err != nil {
+		return s, answer, true, database.Outage(err)
+	}
+	answer = Answer[P]{ID: s.ID, WorkflowID: s.WorkflowID, Replayed: !s.Created}
+	if s.Response != nil {
+		answer.Response = *s.Response
+		return s, answer, true, nil
+	}
+	return s, answer, false, nil
 }

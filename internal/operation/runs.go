@@ -24,6 +24,7 @@ type Operation struct {
 	Workflow any
 	Input    any
 	MemoKey  string // the memo field naming the operation, e.g. "transfer_id"
+	Kind     Kind   // what the operation makes
 	ID       string // the operation's id (a transfer's, a payout's), the memo's value
 	// Lock runs f while holding the lock of the operation's claim, so that of the starters of
 	// one use of a key, one starts its run after an earlier use's.
@@ -38,6 +39,7 @@ type Operation struct {
 // wait (the first request's), or, when EarlierUse is set, by a run of an earlier use of the key
 // that is still open. Nothing was done for this request; it may be sent again.
 type InUseError struct {
+	Kind           Kind
 	ID, WorkflowID string
 	EarlierUse     bool
 }
@@ -145,7 +147,7 @@ func (o Operation) existingRun(ctx context.Context) (client.WorkflowRun, error) 
 	})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) { // an earlier use's run was re-opened meanwhile
-		return nil, &InUseError{ID: o.ID, WorkflowID: o.Options.ID, EarlierUse: true}
+		return nil, &InUseError{Kind: o.Kind, ID: o.ID, WorkflowID: o.Options.ID, EarlierUse: true}
 	}
 	return run, err
 }
@@ -163,7 +165,7 @@ func (o Operation) ownRun(ctx context.Context) (client.WorkflowRun, error) {
 	case Memo(info, o.MemoKey) == o.ID:
 		return o.Client.GetWorkflow(ctx, o.Options.ID, info.GetExecution().GetRunId()), nil
 	case info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		return nil, &InUseError{ID: o.ID, WorkflowID: o.Options.ID, EarlierUse: true}
+		return nil, &InUseError{Kind: o.Kind, ID: o.ID, WorkflowID: o.Options.ID, EarlierUse: true}
 	default:
 		return nil, nil
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 )
 
 // ContentType is the media type of every error body.
@@ -34,18 +33,6 @@ type Problem struct {
 	RetryAfter int `json:"-"`
 	// Cause is what went wrong underneath, for the log; the client never sees it.
 	Cause error `json:"-"`
-}
-
-// SetResource names the transfer, payout or refund the problem is about, by its id's prefix.
-func (p *Problem) SetResource(id string) {
-	switch {
-	case strings.HasPrefix(id, "po_"):
-		p.PayoutID = id
-	case strings.HasPrefix(id, "rf_"):
-		p.RefundID = id
-	default:
-		p.TransferID = id
-	}
 }
 
 func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Title, p.Detail) }

@@ -1,7 +1,7 @@
 package outages
 
 // The production topology under faults: a Temporal cluster (four service processes on
-// PostgreSQL, internal/cluster) with two `payments api` and two `payments worker` processes
+// PostgreSQL, rig/cluster) with two `payments api` and two `payments worker` processes
 // apart, whatever PAYMENTS_TEST_TEMPORAL says. Each test holds transfers mid-posting (every
 // request sent to both APIs at once, as a client retrying elsewhere would), breaks a service of
 // the cluster, sends more transfers while it is broken, mends it, and ends as the others do:

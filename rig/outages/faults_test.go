@@ -8,7 +8,6 @@ package outages
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -100,7 +99,7 @@ func (a *answers) count(phase string, status int) int {
 // that nobody retries after it.
 func (a *answers) add(t *testing.T, tr planned, r testenv.Response) (final bool) {
 	t.Helper()
-	kind, final, problem := classify(tr, r)
+	kind, final, problem := testenv.ClassifyTransfer(r, tr.from, tr.to, tr.amount)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.all[tr.key] = append(a.all[tr.key], r)
@@ -115,49 +114,10 @@ func (a *answers) add(t *testing.T, tr planned, r testenv.Response) (final bool)
 	}
 	if first, ok := a.final[tr.key]; !ok {
 		a.final[tr.key] = r
-	} else if r.Status != first.Status || string(r.Body) != string(first.Body) ||
-		r.Header.Get("Content-Type") != first.Header.Get("Content-Type") || r.Header.Get("Location") != first.Header.Get("Location") {
+	} else if testenv.Differ(first, r) {
 		t.Errorf("%s: final answers differ:\n%d %s\n%d %s", tr.key, first.Status, first.Body, r.Status, r.Body)
 	}
 	return true
-}
-
-// classify reads an answer to tr: its problem type (or the transfer status its body reports),
-// whether it is final, and what is wrong with it if the contract does not allow it.
-func classify(tr planned, r testenv.Response) (kind string, final bool, problem string) {
-	var body map[string]any
-	if err := json.Unmarshal(r.Body, &body); err != nil && r.Status != 0 {
-		return "", false, "the body is not JSON"
-	}
-	kind, _ = body["type"].(string)
-	kind = strings.TrimPrefix(kind, "/problems/")
-	status, _ := body["status"].(string)
-	isProblem := strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json")
-	retryAfter := r.Header.Get("Retry-After") != ""
-	switch {
-	case r.Status == http.StatusCreated:
-		kind = status
-		if status != "completed" || isProblem || r.Header.Get("Location") != fmt.Sprint("/v1/transfers/", body["id"]) ||
-			body["from_account_id"] != tr.from || body["to_account_id"] != tr.to || body["amount_minor"] != float64(tr.amount) {
-			return kind, true, "a 201 that is not this transfer, completed, with its Location"
-		}
-		return kind, true, ""
-	case r.Status == http.StatusUnprocessableEntity:
-		if kind != "insufficient-funds" || !isProblem || body["transfer_id"] == nil {
-			return kind, true, "the only final 422 is insufficient-funds with its transfer_id"
-		}
-		return kind, true, ""
-	case r.Status == http.StatusServiceUnavailable && kind == "service-unavailable" && isProblem && retryAfter,
-		r.Status == http.StatusConflict && kind == "idempotency-key-in-use" && isProblem && retryAfter:
-		return kind, false, ""
-	case r.Status == http.StatusAccepted:
-		kind = status
-		if status != "pending" || isProblem || !strings.HasPrefix(r.Header.Get("Location"), "/v1/transfers/") {
-			return kind, false, "a 202 that is not pending with a Location"
-		}
-		return kind, false, ""
-	}
-	return kind, true, "not an answer the contract allows here"
 }
 
 // send sends tr with its key until it has a final answer, as a client that retries does,

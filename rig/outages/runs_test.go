@@ -6,15 +6,16 @@ package outages
 
 import (
 	"context"
-	"github.com/payments/payments/internal/ledger"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/internal/operation"
+
 	"go.temporal.io/api/enums/v1"
 
-	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/rig/testenv"
 	"github.com/payments/payments/workflows"
@@ -28,14 +29,6 @@ func startWorker(t *testing.T, env *testenv.Env) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-}
-
-func problemOf(t *testing.T, r testenv.Response) string {
-	t.Helper()
-	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") {
-		t.Fatalf("not a problem: %d %s", r.Status, r.Body)
-	}
-	return strings.TrimPrefix(r.JSON(t)["type"].(string), "/problems/")
 }
 
 // An operator terminates runs before they post. The client waiting on one is told 500
@@ -60,7 +53,7 @@ func TestTerminatedRunsMoveNoMoneyAndRunAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := <-waited
-	if r.Status != http.StatusInternalServerError || problemOf(t, r) != "transfer-failed" {
+	if r.Status != http.StatusInternalServerError || testenv.ProblemType(t, r) != "transfer-failed" {
 		t.Fatalf("waiting client: %d %s", r.Status, r.Body)
 	}
 	id := r.JSON(t)["transfer_id"].(string)
@@ -89,7 +82,7 @@ func TestTerminatedRunsMoveNoMoneyAndRunAgain(t *testing.T) {
 		abandonedID, workflows.StaleAfter+time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	var res activities.StaleResult
+	var res operation.Tally
 	env.RunSchedule(t, workflows.RecoveryScheduleID, &res)
 	if res.Failed != 1 || res.Started != 0 {
 		t.Fatalf("recovery pass: %+v, want one marked failed", res)
@@ -158,7 +151,7 @@ func TestNewUseOfAKeyNeverJoinsAnEarlierRun(t *testing.T) {
 	}
 
 	second := env.Do(t, "POST", "/v1/transfers", key, "reused", testenv.TransferBody(from, to, 200))
-	if second.Status != http.StatusConflict || problemOf(t, second) != "idempotency-key-in-use" || second.Header.Get("Retry-After") == "" {
+	if second.Status != http.StatusConflict || testenv.ProblemType(t, second) != "idempotency-key-in-use" || second.Header.Get("Retry-After") == "" {
 		t.Fatalf("a new use while the earlier run is open: %d %s", second.Status, second.Body)
 	}
 	if env.Balance(t, from) != 900 {

@@ -10,7 +10,7 @@ import (
 	"github.com/payments/payments/rig/testenv/testdb"
 )
 
-// Clustered says whether Envs run on a Temporal cluster (internal/cluster: four service
+// Clustered says whether Envs run on a Temporal cluster (rig/cluster: four service
 // processes on PostgreSQL) rather than the dev server: PAYMENTS_TEST_TEMPORAL=cluster, which
 // `make test-cluster` sets, or Options.Cluster for one Env.
 func Clustered() bool { return os.Getenv("PAYMENTS_TEST_TEMPORAL") == "cluster" }

@@ -100,6 +100,18 @@ func (e *Env) Reconcile(t testing.TB) {
 	}
 }
 
+// Main is a package's TestMain: it starts the package's Env on a fresh database for name (Start)
+// into *env, runs the tests on it (Run) and exits with their result.
+func Main(m *testing.M, env **Env, name string, o Options) {
+	e, err := Start(context.Background(), name, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test environment:", err)
+		os.Exit(1)
+	}
+	*env = e
+	os.Exit(Run(m, e))
+}
+
 // Run runs the package's tests on e, each response they receive checked against openapi.yaml
 // (Contract), then fails the run if they left a ledger that does not reconcile or a response
 // that broke the contract, and closes e. TestMain returns its result to os.Exit.

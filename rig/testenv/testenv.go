@@ -1,9 +1,11 @@
 // Package testenv gives integration tests the real parts: a database of their own on the local
 // PostgreSQL, a tuned Temporal dev server from ./bin/temporal, a worker, and the HTTP API,
-// assembled as the payments command assembles them (internal/app). By concern: testenv.go (the
+// assembled as the payments command assembles them (app). By concern: testenv.go (the
 // environment), database.go, http.go (requests and the resources they make), ledger.go (reading
-// and holding the ledger, reconciling it), temporal.go (runs, Schedules), process.go (payments
-// processes a test can kill), proxy.go (connections a test can break), leftovers.go.
+// and holding the ledger, reconciling it, TestMain), answers.go (what the tests hold the API's
+// answers to), temporal.go (runs, Schedules), histories.go (recording the committed histories),
+// process.go (payments processes a test can kill), proxy.go (connections a test can break),
+// leftovers.go.
 package testenv
 
 import (
@@ -224,7 +226,7 @@ func (e *Env) serve(o Options) {
 		*e.minTTL = e.Transfers.TTL
 	}
 	e.Server = httptest.NewUnstartedServer(nil)
-	e.Server.Config = api.NewHTTPServer("", a.Server().Handler(), e.Transfers.SyncWait) // as the payments command serves
+	e.Server.Config = api.NewHTTPServer("", a.Server().Handler(), e.Transfers.Runner.SyncWait) // as the payments command serves
 	e.Server.Start()
 }
 

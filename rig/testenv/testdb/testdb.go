@@ -1,6 +1,6 @@
 // Package testdb says which PostgreSQL the tests use: TEST_DATABASE_URL, the one variable the
 // tests read for it (README, "The two commands"). It imports nothing of this module, so that any
-// package's tests can use it, also those of packages internal/testenv imports (transfers).
+// package's tests can use it, also those of packages rig/testenv imports (transfers).
 package testdb
 
 import (
@@ -41,7 +41,7 @@ func URL(name string) (string, error) {
 }
 
 // Server is where the tests' PostgreSQL is and the user they connect as, for what takes them
-// apart (a Temporal cluster's persistence, internal/cluster.Options).
+// apart (a Temporal cluster's persistence, rig/cluster.Options).
 func Server() (host, port, user string, err error) {
 	cfg, err := pgx.ParseConfig(AdminURL())
 	if err != nil {
