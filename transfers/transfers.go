@@ -97,7 +97,13 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	if err != nil {
 		return answer, err
 	}
-	resp, err := operation.WaitResult(ctx, s.Runner, sub, run, outcomeAnswer)
+	return s.await(ctx, ctx, sub, in, run, answer)
+}
+
+// await answers with run's result, or the answer committing here, while waitCtx lasts; or, when
+// neither comes, as afterWait says for the client's ctx.
+func (s *Service) await(ctx, waitCtx context.Context, sub *operation.Submission, in workflows.TransferInput, run client.WorkflowRun, answer Answer) (Answer, error) {
+	resp, err := operation.WaitResult(waitCtx, s.Runner, sub, run, outcomeAnswer)
 	if err == nil {
 		answer.Response = resp
 		return answer, nil
@@ -136,12 +142,7 @@ func (s *Service) startAndAsk(ctx context.Context, sub *operation.Submission, in
 	if err != nil {
 		return answer, err
 	}
-	resp, err := operation.WaitResult(waitCtx, s.Runner, sub, run, outcomeAnswer) // what is left of the one wait
-	if err == nil {
-		answer.Response = resp
-		return answer, nil
-	}
-	return s.afterWait(ctx, in, run, answer, sub.Created, err)
+	return s.await(ctx, waitCtx, sub, in, run, answer) // what is left of the one wait
 }
 
 // afterWait answers when the wait gave no result: the run ended without one, the wait ran out,
