@@ -95,6 +95,9 @@ func refusal(err error) *problem.Problem {
 	switch {
 	case errors.As(err, &badURL):
 		return problem.Invalid("the webhook URL cannot be used", problem.FieldError{Field: "url", Message: badURL.Reason.Error()})
+	case errors.Is(err, ledger.ErrTooManyEndpoints):
+		return problem.New(http.StatusUnprocessableEntity, "too-many-webhook-endpoints", fmt.Sprintf(
+			"you have %d webhook endpoints, as many as you may have; delete one first", ledger.MaxEndpoints))
 	case errors.As(err, &notRefundable):
 		why := "is " + string(notRefundable.Status) + ": only a completed transfer can be refunded"
 		if notRefundable.Deposit {

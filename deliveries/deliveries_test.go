@@ -517,6 +517,48 @@ func TestEndpointRequestsAreCheckedAndIdempotent(t *testing.T) {
 	}
 }
 
+// TestEndpointsPerOwnerAreBounded: an owner has at most ledger.MaxEndpoints endpoints at once;
+// one more is a 422 that stores nothing, so that the same request with the same key registers
+// once an endpoint is deleted. Another owner is not counted against it.
+func TestEndpointsPerOwnerAreBounded(t *testing.T) {
+	owner, alice := env.Owner(t)
+	_, bob := env.Owner(t)
+	const limit = 16 // the contract's (docs/contract.md §7)
+	body := `{"url":"http://127.0.0.1:9/hooks","event_types":["payout.paid"]}`
+	var first string
+	for i := range limit {
+		resp := env.Do(t, "POST", "/v1/webhook-endpoints", alice, fmt.Sprintf("%s-%d", t.Name(), i), body)
+		if resp.Status != http.StatusCreated {
+			t.Fatalf("endpoint %d: %d %s", i+1, resp.Status, resp.Body)
+		}
+		if i == 0 {
+			first = resp.JSON(t)["id"].(string)
+		}
+	}
+	over := env.Do(t, "POST", "/v1/webhook-endpoints", alice, t.Name()+"-over", body)
+	if over.Status != http.StatusUnprocessableEntity || testenv.ProblemType(t, over) != "too-many-webhook-endpoints" {
+		t.Fatalf("endpoint %d: %d %s, want 422 too-many-webhook-endpoints", limit+1, over.Status, over.Body)
+	}
+	if n := env.Count(t, `SELECT count(*) FROM webhook_endpoints WHERE owner_id = $1`, owner); n != limit {
+		t.Fatalf("%d endpoints stored, want %d", n, limit)
+	}
+	if n := env.Count(t, `SELECT count(*) FROM idempotency_records WHERE owner_id = $1 AND key = $2`, owner, t.Name()+"-over"); n != 0 {
+		t.Fatalf("the refused request stored its key")
+	}
+	if resp := env.Do(t, "POST", "/v1/webhook-endpoints", bob, t.Name()+"-bob", body); resp.Status != http.StatusCreated {
+		t.Fatalf("another owner's first endpoint: %d %s", resp.Status, resp.Body)
+	}
+	if resp := env.Do(t, "DELETE", "/v1/webhook-endpoints/"+first, alice, "", ""); resp.Status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", resp.Status, resp.Body)
+	}
+	if again := env.Do(t, "POST", "/v1/webhook-endpoints", alice, t.Name()+"-over", body); again.Status != http.StatusCreated {
+		t.Fatalf("the same request once one is deleted: %d %s, want 201", again.Status, again.Body)
+	}
+	if n := env.Count(t, `SELECT count(*) FROM webhook_endpoints WHERE owner_id = $1 AND deleted_at IS NULL`, owner); n != limit {
+		t.Errorf("%d endpoints, want %d", n, limit)
+	}
+}
+
 // TestFeedQueriesAreChecked: a bad limit, type or cursor is a 400; another owner's event is not
 // a cursor; an owner without events reads an empty page.
 func TestFeedQueriesAreChecked(t *testing.T) {

@@ -2,36 +2,50 @@ package ledger_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/payments/payments/api"
+	"github.com/payments/payments/internal/ledger"
 )
 
-// BenchmarkPost measures the ledger's own throughput: b.N transfers among 16 accounts posted by 8
-// writers, each a whole posting transaction (its event included, where events exist), without
-// Temporal or HTTP.
+// BenchmarkPost measures the ledger's own throughput: b.N transfers among 16 accounts, each of
+// an owner of its own, posted by 8 or 32 writers, each a whole posting transaction without
+// Temporal or HTTP; with its events (seen by both owners), and without them, the baseline.
 //
 //	go test -run '^$' -bench Post -benchtime 5000x ./internal/ledger/
 func BenchmarkPost(b *testing.B) {
 	accs := make([]string, 16)
 	for i := range accs {
-		accs[i] = account(b, "USD", 1<<40)
+		accs[i] = accountOf(b, fmt.Sprintf("%s/%d", b.Name(), i), "USD", 1<<40)
 	}
-	b.ResetTimer()
+	for _, writers := range []int{8, 32} {
+		for _, events := range []bool{true, false} {
+			lg, name := l, fmt.Sprintf("writers=%d/events", writers)
+			if !events {
+				lg, name = ledger.WithoutEvents(l), fmt.Sprintf("writers=%d/no-events", writers)
+			}
+			b.Run(name, func(b *testing.B) { postConcurrently(b, lg, accs, writers) })
+		}
+	}
+}
+
+func postConcurrently(b *testing.B, lg *ledger.Ledger, accs []string, writers int) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range 8 {
+	n := int64(len(accs))
+	for range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
-				from, to := i%16, (i+1+i/16)%16
+				from, to := i%n, (i+1+i/n)%n
 				if from == to {
-					to = (to + 1) % 16
+					to = (to + 1) % n
 				}
-				if _, _, err := l.Post(context.Background(), posting(accs[from], accs[to], 1), api.TransferAnswer); err != nil {
+				if _, _, err := lg.Post(context.Background(), posting(accs[from], accs[to], 1), api.TransferAnswer); err != nil {
 					b.Error(err)
 					return
 				}

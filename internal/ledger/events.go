@@ -41,17 +41,23 @@ type Event struct {
 	} `json:"data"`
 }
 
-// eventsLock is the key of the transaction-scoped advisory lock under which events take their
-// seq: held from then until commit, it makes seq order the order in which events commit.
-// Creating and deleting a webhook endpoint take it too (lockEvents).
+// An owner's feed is in commit order without a lock that every change shares: a transaction
+// locks the rows of the owners who will see its events (lockOwnersSQL: in id order, after every
+// other lock it takes) before its events take their seqs, and holds them until it commits. Each
+// owner's events therefore take their seqs one committed transaction after another, so seq order
+// is commit order within every owner's feed and every endpoint's outbox (an endpoint is one
+// owner's), while changes seen by disjoint owners never wait on each other (ADR 0012).
+// FOR NO KEY UPDATE leaves the owner free to be referenced (an account or key inserted) meanwhile.
 const (
-	eventsLock    = 0x657674 // "evt"
-	lockEventsSQL = `SELECT pg_advisory_xact_lock($1)`
+	lockOwnersSQL = `SELECT id FROM owners WHERE id IN (
+		SELECT owner_id FROM accounts WHERE id = ANY($1) AND kind = 'customer') ORDER BY id FOR NO KEY UPDATE`
+	lockOwnerSQL = `SELECT id FROM owners WHERE id = $1 FOR NO KEY UPDATE`
 )
 
-// lockEvents takes the events lock for the rest of tx.
-func lockEvents(ctx context.Context, tx database.Querier) error {
-	_, err := tx.Exec(ctx, lockEventsSQL, eventsLock)
+// lockOwner takes ownerID's feed lock for the rest of tx: the endpoint created or deleted under
+// it gets exactly the owner's events that commit after (or, deleted, before) it.
+func lockOwner(ctx context.Context, tx database.Querier, ownerID string) error {
+	_, err := tx.Exec(ctx, lockOwnerSQL, ownerID)
 	return err
 }
 
@@ -93,16 +99,18 @@ func (o *outbox) payout(po Payout) {
 }
 
 // flushEvents writes o's events, whom each is for, and the deliveries they are due, and returns
-// the endpoints that got deliveries. It takes the events lock first: every statement after it
-// is an insert, so the lock is held for as short a time as commit allows.
+// the endpoints that got deliveries. It locks the owners who see them first, in one round trip
+// with the inserts after it, so that the locks are held for little more than the commit.
 func flushEvents(ctx context.Context, tx pgx.Tx, o *outbox) ([]string, error) {
 	if len(o.changes) == 0 {
 		return nil, nil
 	}
-	// One round trip: the lock, then the inserts, so that the lock is held for little more than
-	// the commit.
+	var accounts []string
+	for _, c := range o.changes {
+		accounts = append(accounts, c.accounts...)
+	}
 	batch := &pgx.Batch{}
-	batch.Queue(lockEventsSQL, eventsLock)
+	batch.Queue(lockOwnersSQL, accounts)
 	var woken []string
 	now := UTC(time.Now())
 	for _, c := range o.changes { // few per transaction: one, or two when a payout's hold and answer commit together

@@ -56,8 +56,14 @@ func TestMain(m *testing.M) {
 
 func account(t testing.TB, currency string, balance int64) string {
 	t.Helper()
+	return accountOf(t, t.Name(), currency, balance)
+}
+
+// accountOf is an account of the owner named owner, with balance deposited in it.
+func accountOf(t testing.TB, owner, currency string, balance int64) string {
+	t.Helper()
 	ctx := context.Background()
-	owner, err := auth.EnsureOwner(ctx, l.DB, t.Name())
+	owner, err := auth.EnsureOwner(ctx, l.DB, owner)
 	if err != nil {
 		t.Fatal(err)
 	}

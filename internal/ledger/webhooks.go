@@ -23,11 +23,19 @@ type Endpoint struct {
 }
 
 // CreateEndpoint records endpoint e of ownerID, with its secret, in tx (the transaction of the
-// request's idempotency record). It takes the events lock, so that the endpoint receives exactly
-// the events that commit after it: none that was being written as it was created.
+// request's idempotency record). It takes the owner's feed lock, so that the endpoint receives
+// exactly the owner's events that commit after it: none that was being written as it was created.
 func CreateEndpoint(ctx context.Context, tx database.Querier, ownerID string, e Endpoint) (Endpoint, error) {
-	if err := lockEvents(ctx, tx); err != nil {
+	if err := lockOwner(ctx, tx, ownerID); err != nil {
 		return e, err
+	}
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM webhook_endpoints WHERE owner_id = $1 AND deleted_at IS NULL`,
+		ownerID).Scan(&n); err != nil {
+		return e, err
+	}
+	if n >= MaxEndpoints {
+		return e, ErrTooManyEndpoints
 	}
 	err := tx.QueryRow(ctx, `INSERT INTO webhook_endpoints (id, owner_id, url, event_types, secret)
 		VALUES ($1, $2, $3, $4, $5) RETURNING created_at`, e.ID, ownerID, e.URL, e.EventTypes, e.Secret).Scan(&e.CreatedAt)
@@ -35,12 +43,21 @@ func CreateEndpoint(ctx context.Context, tx database.Querier, ownerID string, e 
 	return e, err
 }
 
+// MaxEndpoints is how many webhook endpoints an owner may have at once: every event of the
+// owner's writes a delivery row per endpoint in the transaction of its change, so the limit
+// bounds what one owner adds to each of its postings (docs/contract.md §7).
+const MaxEndpoints = 16
+
+// ErrTooManyEndpoints is an endpoint refused because its owner has MaxEndpoints already.
+var ErrTooManyEndpoints = errors.New("the owner has as many webhook endpoints as it may have")
+
 // RegisterEndpoint registers an endpoint with e's URL and event types, and a new secret, for the
 // owner of scope s, once per use of its key: the endpoint, its idempotency record and its answer
 // (made by answer, which alone shows the secret; replayed for ttl) commit in one transaction, as
 // an account's do. It returns the endpoint's id, replayed or not. The URL is checked against
 // urls for a new endpoint only: a retry gets the stored answer even if the host no longer
-// resolves. A refusal (*URLRefusedError) rolls the claim back: nothing is stored.
+// resolves. A refusal (*URLRefusedError, ErrTooManyEndpoints) rolls the claim back: nothing is
+// stored.
 func (l *Ledger) RegisterEndpoint(ctx context.Context, s idempotency.Scope, fingerprint []byte, ttl time.Duration,
 	urls webhook.Policy, e Endpoint, answer func(Endpoint) idempotency.Response) (resp idempotency.Response, replayed bool, id string, err error) {
 	return idempotency.Once(ctx, l.DB, s, fingerprint, NewID("we_"), ttl, func(tx pgx.Tx, id string) (idempotency.Response, error) {
@@ -80,8 +97,9 @@ func (l *Ledger) Endpoints(ctx context.Context, ownerID string) ([]Endpoint, err
 // at that moment. ErrNotFound when ownerID has no such endpoint (or deleted it already).
 func (l *Ledger) DeleteEndpoint(ctx context.Context, ownerID, id string) error {
 	return l.InTx(ctx, func(tx pgx.Tx) error {
-		// Under the events lock, no event is between queueing a delivery for it and its commit.
-		if err := lockEvents(ctx, tx); err != nil {
+		// Under the owner's feed lock, no event of the owner's is between queueing a delivery for
+		// it and its commit.
+		if err := lockOwner(ctx, tx, ownerID); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, `UPDATE webhook_endpoints SET deleted_at = now()
