@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -71,7 +70,7 @@ func testTransferMovesMoneyOnceAndDuplicateReplays(t *testing.T, api *testenv.En
 	}
 	// Without a worker in its process, the API had its answer from the run's update; with one,
 	// from the posting in its process, and the run carries no update.
-	if n, want := answerUpdates(t, wantWorkflow), map[bool]int{true: 1, false: 0}[split]; n != want {
+	if n, want := env.AnswerUpdates(t, wantWorkflow), map[bool]int{true: 1, false: 0}[split]; n != want {
 		t.Fatalf("%d answer updates in the run, want %d", n, want)
 	}
 
@@ -226,21 +225,4 @@ func TestAccountsAreIdempotent(t *testing.T) {
 	if n := len(list["data"].([]any)); n != 1 {
 		t.Fatalf("%d accounts, want 1", n)
 	}
-}
-
-// answerUpdates counts the updates a workflow's run completed: the answers it gave an API.
-func answerUpdates(t *testing.T, workflowID string) int {
-	t.Helper()
-	it := env.Temporal.GetWorkflowHistory(context.Background(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	n := 0
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev.GetEventType() == enums.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED {
-			n++
-		}
-	}
-	return n
 }

@@ -174,7 +174,7 @@ func sendAttempts(t *testing.T, e *testenv.Env, workflowID string) int32 {
 	t.Helper()
 	scheduled := map[int64]string{}
 	var attempt int32
-	for _, ev := range history(t, e, workflowID) {
+	for _, ev := range e.History(t, workflowID, "") {
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 			scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
 		}
@@ -310,7 +310,7 @@ func awaitingTheBank(t *testing.T, e *testenv.Env, workflowID string) bool {
 	t.Helper()
 	scheduled := map[int64]string{}
 	sent := false
-	for _, ev := range history(t, e, workflowID) {
+	for _, ev := range e.History(t, workflowID, "") {
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 			scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
 		}
@@ -381,7 +381,7 @@ func failedActivities(t *testing.T, e *testenv.Env, workflowID, typ string) int 
 	t.Helper()
 	scheduled := map[int64]string{}
 	n := 0
-	for _, ev := range history(t, e, workflowID) {
+	for _, ev := range e.History(t, workflowID, "") {
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 			scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
 		}

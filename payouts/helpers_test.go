@@ -14,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/rig/testenv"
@@ -374,26 +371,11 @@ func faults(t *testing.T, e *testenv.Env, knobs map[string]any) {
 	})
 }
 
-// history is the events of the latest run of workflowID.
-func history(t *testing.T, e *testenv.Env, workflowID string) []*historypb.HistoryEvent {
-	t.Helper()
-	var events []*historypb.HistoryEvent
-	it := e.Temporal.GetWorkflowHistory(context.Background(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		events = append(events, ev)
-	}
-	return events
-}
-
 // activityTypes lists the (regular) activities the latest run of workflowID scheduled, sorted.
 func activityTypes(t *testing.T, e *testenv.Env, workflowID string) []string {
 	t.Helper()
 	var types []string
-	for _, ev := range history(t, e, workflowID) {
+	for _, ev := range e.History(t, workflowID, "") {
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 			types = append(types, a.GetActivityType().GetName())
 		}

@@ -14,8 +14,8 @@ import (
 )
 
 // TestRecordHistories writes a real history of every path of the Payout and Payin
-// workflows (paid, refused, failed at the bank, returned, re-run after the bank was down;
-// credited, unmatched), which workflows' tests replay against every later change. Run it when a
+// workflows (paid, refused, failed at the bank, returned, re-run after the bank was down, paid
+// and refused answering an AnswerUpdate; credited, unmatched), which workflows' tests replay against every later change. Run it when a
 // workflow changes, with a new version suffix (testenv.RecordCommand), and keep the old files;
 // the payouts suite run in full with the flag also records the shapes only its other tests make.
 func TestRecordHistories(t *testing.T) {
@@ -45,6 +45,20 @@ func TestRecordHistories(t *testing.T) {
 	}
 	for _, path := range []string{"paid", "refused", "failed", "returned"} {
 		env.RecordHistory(t, testenv.PayoutHistory, path, wf("rec-"+path), "")
+	}
+	// Through an API without a worker in its process: the first answer asked by AnswerUpdate.
+	split := env.With(t, testenv.Options{Split: true})
+	for _, p := range []struct {
+		path   string
+		amount int64
+		status int
+	}{{"asked-paid", 100, http.StatusCreated}, {"asked-refused", 1_000_000, http.StatusUnprocessableEntity}} {
+		body := fmt.Sprintf(`{"account_id":%q,"amount_minor":%d,"currency":"USD","destination":{"account_number":"000123456789","bank_code":"BANKUS33"}}`,
+			acc, p.amount)
+		if got := split.Do(t, "POST", "/v1/payouts", key, "rec-"+p.path, body).Status; got != p.status {
+			t.Fatalf("%s: %d", p.path, got)
+		}
+		env.RecordHistory(t, testenv.PayoutHistory, p.path, wf("rec-"+p.path), "")
 	}
 
 	// The bank down for longer than the run's retries: the run fails, the money held; a rerun

@@ -189,9 +189,19 @@ func TestPayoutReturned(t *testing.T) {
 }
 
 // Fifty identical requests at once: one payout, one run, one hold, one bank payment; one
-// answer is the first, the other 49 replay it byte for byte.
+// answer is the first, the other 49 replay it byte for byte. So too through an API without a
+// worker in its process (`payments api`), whose first answer comes by the run's Update, not by
+// reading the ledger.
 func TestConcurrentDuplicatePayouts(t *testing.T) {
-	c := newCustomer(t, env, 1_000)
+	for _, split := range []bool{false, true} {
+		t.Run(fmt.Sprintf("split=%v", split), func(t *testing.T) {
+			testConcurrentDuplicatePayouts(t, env.With(t, testenv.Options{Split: split}), split)
+		})
+	}
+}
+
+func testConcurrentDuplicatePayouts(t *testing.T, e *testenv.Env, split bool) {
+	c := newCustomer(t, e, 1_000)
 	const n = 50
 	answers := make([]testenv.Response, n)
 	var wg sync.WaitGroup
@@ -241,6 +251,9 @@ func TestConcurrentDuplicatePayouts(t *testing.T) {
 	})
 	if runs != 1 {
 		t.Fatalf("%d runs under %s, want 1", runs, c.workflowID("fifty"))
+	}
+	if asked := env.AnswerUpdates(t, c.workflowID("fifty")); (asked > 0) != split {
+		t.Fatalf("the run answered %d AnswerUpdates; an API without a worker asks by one, an API with one never", asked)
 	}
 	env.Reconcile(t)
 }
@@ -522,7 +535,7 @@ func TestPayoutMetadata(t *testing.T) {
 func cancelSeen(t *testing.T, e *testenv.Env, workflowID string) bool {
 	t.Helper()
 	requested := false
-	for _, ev := range history(t, e, workflowID) {
+	for _, ev := range e.History(t, workflowID, "") {
 		if ev.GetWorkflowExecutionCancelRequestedEventAttributes() != nil {
 			requested = true
 		}

@@ -132,13 +132,7 @@ func (s *Service) startAndAsk(ctx context.Context, sub *operation.Submission, in
 	case err == nil: // the run could not post it
 		return s.ended(ctx, in, runID, answer)
 	}
-	// The run this call started or joined, if it got that far. Not started again when it has
-	// closed: a run terminated while the caller waited is answered as failed, as it would be to
-	// a result poll, and runs again only when the request is sent again.
-	run, err := op.Find(sub.Start)
-	if err == nil && run == nil {
-		run, err = op.Start(sub.Start)
-	}
+	run, err := op.Joined(sub.Start)
 	if err != nil {
 		return answer, err
 	}

@@ -74,8 +74,8 @@ func (o *PayoutOutcome) UnmarshalJSON(b []byte) error {
 // the bank sends twice changes nothing the second time.
 const BankEventUpdate = "bank-event"
 
-// ErrTypeOtherPayout is a BankEventUpdate refused because the event is about another payout:
-// the run is a later use's of the key, and the event's payout has no run any more.
+// ErrTypeOtherPayout is a BankEventUpdate (or an AnswerUpdate) refused because it is about
+// another payout: the run is another use's of the key.
 const ErrTypeOtherPayout = "OtherPayout"
 
 // BankEvent is a bank callback about a payout's payment.
@@ -138,6 +138,8 @@ func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 		workflow.UpdateHandlerOptions{Validator: run.validate}); err != nil {
 		return PayoutOutcome{}, err
 	}
+	var first *idempotency.Response
+	answerUpdates(ctx, in.PayoutID, ErrTypeOtherPayout, &first)
 	root := ctx
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	run.watchCancellation(root, ctx)
@@ -146,6 +148,7 @@ func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 	if err := workflow.ExecuteLocalActivity(holdCtx, a.HoldPayout, in.PayoutHold).Get(holdCtx, &held); err != nil {
 		return PayoutOutcome{}, err
 	}
+	first = &held.Response
 	out := PayoutOutcome{PayoutID: in.PayoutID, Status: held.Status, FirstAnswer: held.Response}
 	run.learn(ctx, held.BankPaymentID)
 	switch held.Status {
@@ -159,6 +162,8 @@ func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 		return awaitAndReturn(ctx, a, in, run, out)
 	default: // refused for insufficient funds, or already failed or returned: nothing more to do
 		setPayoutStatus(ctx, held.Status)
+		// A caller asking by AnswerUpdate gets the answer before the run closes.
+		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 		return out, nil
 	}
 	return sendAndSettle(ctx, a, in, run, out)

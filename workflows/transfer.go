@@ -95,7 +95,7 @@ func groupThousands(n int64) string {
 // reuse policy then lets the same key, `payments rerun failed` or a UI Reset run again.
 func Transfer(ctx workflow.Context, in TransferInput) (TransferOutcome, error) {
 	var answered *TransferOutcome
-	answerUpdates(ctx, in.TransferID, &answered)
+	answerUpdates(ctx, in.TransferID, ErrTypeOtherTransfer, &answered)
 	out, err := postTransfer(ctx, in)
 	if err != nil {
 		out.Status = ledger.TransferFailed
@@ -107,28 +107,31 @@ func Transfer(ctx workflow.Context, in TransferInput) (TransferOutcome, error) {
 	return out, err
 }
 
-// AnswerUpdate is the update an API without a worker in its process starts a transfer with
-// (Update-With-Start): it is answered when the posting has committed, with the transfer's
-// outcome, or with status "failed" when the run could not post it. Its argument is the
-// transfer the caller asks about: a run of another use of the key refuses it (ErrTypeOtherTransfer).
+// AnswerUpdate is the update an API without a worker in its process starts a transfer or a
+// payout with (Update-With-Start): it is answered with the operation's first answer as soon as
+// that has committed (a transfer's outcome, or status "failed" when the run could not post it; a
+// payout's first answer, once its money is held or refused). Its argument is the operation the
+// caller asks about: a run of another use of the key refuses it (ErrTypeOtherTransfer,
+// ErrTypeOtherPayout).
 const AnswerUpdate = "answer"
 
 // ErrTypeOtherTransfer is an AnswerUpdate refused because the run posts another transfer.
 const ErrTypeOtherTransfer = "OtherTransfer"
 
-// answerUpdates registers AnswerUpdate: its handler waits until *answered is set. Registering a
+// answerUpdates registers AnswerUpdate for the run of operation id: its handler waits until
+// *answered is set, and its validator refuses another operation (errType). Registering a
 // handler adds nothing to the history, so runs started before it replay unchanged.
-func answerUpdates(ctx workflow.Context, transferID string, answered **TransferOutcome) {
-	handler := func(ctx workflow.Context, _ string) (TransferOutcome, error) {
-		err := workflow.Await(ctx, func() bool { return *answered != nil })
-		if err != nil {
-			return TransferOutcome{}, err
+func answerUpdates[T any](ctx workflow.Context, id, errType string, answered **T) {
+	handler := func(ctx workflow.Context, _ string) (T, error) {
+		var none T
+		if err := workflow.Await(ctx, func() bool { return *answered != nil }); err != nil {
+			return none, err
 		}
 		return **answered, nil
 	}
 	validator := func(_ workflow.Context, asked string) error {
-		if asked != transferID {
-			return temporal.NewNonRetryableApplicationError("this run posts transfer "+transferID+", not "+asked, ErrTypeOtherTransfer, nil)
+		if asked != id {
+			return temporal.NewNonRetryableApplicationError("this run is for "+id+", not "+asked, errType, nil)
 		}
 		return nil
 	}

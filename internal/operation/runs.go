@@ -126,6 +126,18 @@ func (o Operation) Find(ctx context.Context) (client.WorkflowRun, error) {
 	return run, err
 }
 
+// Joined returns the run an Ask started or joined, if it got that far (Find), and otherwise
+// starts it (Start). A run of the operation's that has closed is not started again: a run
+// terminated while the caller waited is answered as it would be to a start and a result poll,
+// and runs again only when the request is sent again.
+func (o Operation) Joined(ctx context.Context) (client.WorkflowRun, error) {
+	run, err := o.Find(ctx)
+	if err == nil && run == nil {
+		run, err = o.Start(ctx)
+	}
+	return run, err
+}
+
 // existingRun answers a start refused because a run holds the workflow ID: running, or closed
 // in a way the reuse policy does not repeat.
 func (o Operation) existingRun(ctx context.Context) (client.WorkflowRun, error) {

@@ -106,6 +106,39 @@ func (e *Env) Settled(t testing.TB, id string) enums.WorkflowExecutionStatus {
 	return desc.GetWorkflowExecutionInfo().GetStatus()
 }
 
+// History is the events of run runID of workflowID (its latest run when runID is empty), so far.
+func (e *Env) History(t testing.TB, workflowID, runID string) []*historypb.HistoryEvent {
+	t.Helper()
+	var events []*historypb.HistoryEvent
+	it := e.Temporal.GetWorkflowHistory(context.Background(), workflowID, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, ev)
+	}
+	return events
+}
+
+// AnswerUpdates counts the AnswerUpdates the latest run of workflowID completed: the answers it
+// gave an API without a worker in its process.
+func (e *Env) AnswerUpdates(t testing.TB, workflowID string) int {
+	t.Helper()
+	accepted := map[int64]bool{} // the accepted events of AnswerUpdates, which their completions name
+	n := 0
+	for _, ev := range e.History(t, workflowID, "") {
+		if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil &&
+			a.GetAcceptedRequest().GetInput().GetName() == workflows.AnswerUpdate {
+			accepted[ev.GetEventId()] = true
+		}
+		if c := ev.GetWorkflowExecutionUpdateCompletedEventAttributes(); c != nil && accepted[c.GetAcceptedEventId()] {
+			n++
+		}
+	}
+	return n
+}
+
 // WriteHistory waits for run runID of workflowID (its latest when empty) to close and writes its
 // history to file as `temporal workflow show --output json` would: the committed histories
 // under workflows/testdata/histories, which every change to the workflows must still replay.
@@ -117,16 +150,7 @@ func (e *Env) WriteHistory(t testing.TB, workflowID, runID, file string) {
 		return err == nil
 	})
 	_ = e.Temporal.GetWorkflow(ctx, workflowID, runID).Get(ctx, nil) // closed, however it ended
-	var events []*historypb.HistoryEvent
-	it := e.Temporal.GetWorkflowHistory(ctx, workflowID, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		events = append(events, ev)
-	}
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&historypb.History{Events: events})
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&historypb.History{Events: e.History(t, workflowID, runID)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,9 @@
 -- Events and webhooks (docs/contract.md §7, ADR 0009).
 
 -- Every state change of a transfer, payout or payin appends its event in the transaction of the
--- change. seq is taken under a lock held until that transaction ends (ledger.flushEvents), so
--- seq order is commit order: a reader paging by seq never passes an event that commits later.
+-- change. seq is taken under the row locks of the owners who see it, held until that transaction
+-- ends (ledger.flushEvents; ADR 0012), so within an owner's feed seq order is commit order: a
+-- reader paging by seq never passes an event that commits later.
 -- body is the event as the feed shows it and as webhooks deliver it, byte for byte.
 CREATE SEQUENCE event_seq;
 CREATE TABLE events (
