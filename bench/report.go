@@ -29,7 +29,7 @@ func checks(phases []Phase, topology string) []Check {
 		return a / b
 	}
 	seqNew, seqTut, seqReplay := get(NewSpread, true), get(Tutorial, true), get(Replay, true)
-	floorName, floorWant, floorPhases := "floor (empty eager + posting only)", 1.5, []Phase{get(Empty, true), get(LedgerOne, true)}
+	floorName, floorWant, floorPhases := "floor (empty eager + posting only)", 1.15, []Phase{get(Empty, true), get(LedgerOne, true)}
 	if topology == "split" {
 		started := get(Started, true)
 		if uws := get(UWS, true); uws.Requests > 0 && (started.Requests == 0 || uws.P50Millis < started.P50Millis) {
@@ -47,14 +47,14 @@ func checks(phases []Phase, topology string) []Check {
 			Met: ratio(nNew.PerSecond, nTut.PerSecond) >= 4}, []Phase{nNew, nTut}},
 		{Check{Name: "sequential new p50 / tutorial p50", Ratio: ratio(seqNew.P50Millis, seqTut.P50Millis), Want: "≤ 0.25",
 			Met: ratio(seqNew.P50Millis, seqTut.P50Millis) <= 0.25}, []Phase{seqNew, seqTut}},
-		{Check{Name: "sequential new p50 / " + floorName, Ratio: ratio(seqNew.P50Millis, floor), Want: fmt.Sprintf("≤ %.1f", floorWant),
+		{Check{Name: "sequential new p50 / " + floorName, Ratio: ratio(seqNew.P50Millis, floor), Want: fmt.Sprintf("≤ %.2f", floorWant),
 			Met: ratio(seqNew.P50Millis, floor) <= floorWant}, append([]Phase{seqNew}, floorPhases...)},
 		{Check{Name: "sequential replay p50 / new p50", Ratio: ratio(seqReplay.P50Millis, seqNew.P50Millis), Want: "≤ 0.1",
 			Met: ratio(seqReplay.P50Millis, seqNew.P50Millis) <= 0.1}, []Phase{seqReplay, seqNew}},
-		{Check{Name: "replay throughput / new throughput", Ratio: ratio(nReplay.PerSecond, nNew.PerSecond), Want: "≥ 10",
-			Met: ratio(nReplay.PerSecond, nNew.PerSecond) >= 10}, []Phase{nReplay, nNew}},
-		{Check{Name: "hot-account throughput / spread throughput", Ratio: ratio(nHot.PerSecond, nNew.PerSecond), Want: "≥ 0.7",
-			Met: ratio(nHot.PerSecond, nNew.PerSecond) >= 0.7}, []Phase{nHot, nNew}},
+		{Check{Name: "replay throughput / new throughput", Ratio: ratio(nReplay.PerSecond, nNew.PerSecond), Want: "≥ 100",
+			Met: ratio(nReplay.PerSecond, nNew.PerSecond) >= 100}, []Phase{nReplay, nNew}},
+		{Check{Name: "hot-account throughput / spread throughput", Ratio: ratio(nHot.PerSecond, nNew.PerSecond), Want: "≥ 0.95",
+			Met: ratio(nHot.PerSecond, nNew.PerSecond) >= 0.95}, []Phase{nHot, nNew}},
 	}
 	var out []Check
 	for _, c := range all {
