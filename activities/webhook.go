@@ -58,9 +58,10 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, endpoint string) (Webh
 	if err != nil {
 		return WebhookBatch{}, err
 	}
+	stop := heartbeatEvery(ctx, WebhookHeartbeat/4)
+	defer stop()
 	out := WebhookBatch{More: len(due) == WebhookBatchSize}
 	for _, d := range due {
-		activity.RecordHeartbeat(ctx, d.EventID)
 		status, problem := a.send(ctx, target, d)
 		if ctx.Err() != nil { // canceled: the endpoint was deleted, or the worker is stopping
 			return out, ctx.Err()
@@ -83,6 +84,33 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, endpoint string) (Webh
 		out.Delivered, out.Status = out.Delivered+1, status
 	}
 	return out, nil
+}
+
+// WebhookHeartbeat is DeliverWebhooks' heartbeat timeout: how soon a batch whose worker died
+// is tried again elsewhere. The batch heartbeats a few times within it, whatever one send takes
+// (up to PAYMENTS_WEBHOOK_TIMEOUT, a minute at most), so it may be short.
+const WebhookHeartbeat = 15 * time.Second
+
+// heartbeatEvery records the activity's heartbeat every interval until stop is called; stop
+// returns once no heartbeat is being recorded any more.
+func heartbeatEvery(ctx context.Context, interval time.Duration) (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
 }
 
 // send posts one event to target and returns the HTTP status (0 when none came) and, when it

@@ -66,7 +66,8 @@ func WebhookDelivery(ctx workflow.Context, in WebhookInput) error {
 		!workflow.GetInfo(ctx).GetContinueAsNewSuggested(); batch++ {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: 30 * time.Minute,
-			HeartbeatTimeout:    2 * time.Minute,
+			// A batch whose worker died is tried again within seconds, not minutes.
+			HeartbeatTimeout: activities.WebhookHeartbeat,
 			// Only the ledger being unreachable fails the activity: try again, for as long as it takes.
 			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
 			Summary:     deliverySummary(in),

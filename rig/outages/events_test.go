@@ -2,9 +2,11 @@ package outages
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/payments/payments/rig/testenv"
@@ -69,4 +71,67 @@ func TestWorkerKilledMidPosting(t *testing.T) {
 			t.Errorf("event %s delivered %d times to a healthy endpoint", id, n)
 		}
 	}
+}
+
+// TestWorkerKilledMidDelivery: the worker delivering an endpoint's event is killed while the
+// endpoint holds the request open. The batch's heartbeat stops, so another worker takes the
+// batch again within the heartbeat timeout (seconds; a minute is WaitFor's deadline) and the
+// event is delivered: the endpoint gets it twice (at least once), and the delivery is recorded.
+func TestWorkerKilledMidDelivery(t *testing.T) {
+	env := testenv.New(t, "payments_test_faults_middelivery", testenv.Options{NoWorker: true})
+	first := env.Process(t, testenv.BuildPayments(t), env.TemporalAddr(), []string{"worker"}, "DATABASE_URL="+env.URL,
+		"PAYMENTS_WEBHOOK_ALLOW_INSECURE=true") // its receiver is on loopback
+	_, apiKey := env.Owner(t)
+	accs := env.FundedAccounts(t, apiKey, 2, 100)
+
+	arrived := make(chan string, 8)
+	var requests atomic.Int32
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body) // read whole, so that the server notices the sender going away
+		arrived <- r.Header.Get("Payments-Event-Id")
+		if requests.Add(1) == 1 { // the first request: held until its sender is gone
+			<-r.Context().Done()
+		}
+	}))
+	defer receiver.Close()
+	if r := env.Do(t, "POST", "/v1/webhook-endpoints", apiKey, "middelivery-hooks",
+		fmt.Sprintf(`{"url":%q,"event_types":["transfer.completed"]}`, receiver.URL)); r.Status != http.StatusCreated {
+		t.Fatalf("POST /v1/webhook-endpoints: %d %s", r.Status, r.Body)
+	}
+	if r := env.Do(t, "POST", "/v1/transfers", apiKey, "middelivery-1", testenv.TransferBody(accs[0], accs[1], 10)); r.Status != http.StatusCreated {
+		t.Fatalf("transfer: %d %s", r.Status, r.Body)
+	}
+	var event string
+	testenv.WaitFor(t, "the first delivery attempt", func() bool {
+		select {
+		case event = <-arrived:
+			return true
+		default:
+			return false
+		}
+	})
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	second := env.NewWorker(nil)
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer second.Stop()
+	var again string
+	testenv.WaitFor(t, "the event delivered again by the second worker", func() bool {
+		select {
+		case again = <-arrived:
+			return true
+		default:
+			return false
+		}
+	})
+	if again != event {
+		t.Fatalf("the second delivery is of %s, want %s", again, event)
+	}
+	testenv.WaitFor(t, "the delivery recorded", func() bool {
+		return env.Count(t, `SELECT count(*) FROM webhook_deliveries d JOIN events e ON e.seq = d.event_seq
+			WHERE e.id = $1 AND d.status = 'delivered'`, event) == 1
+	})
 }
