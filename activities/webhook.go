@@ -32,20 +32,23 @@ type WebhookBatch struct {
 }
 
 // WebhookAttempt is an attempt that did not deliver: the event, what the endpoint answered (its
-// HTTP status, 0 when no answer came) and how many attempts the event has had.
+// HTTP status, 0 when no answer came), how many attempts the event has had, and how many of
+// them this batch made (1 or 2; 0 in the histories of runs before the batch retried: 1).
 type WebhookAttempt struct {
 	EventID   string
 	EventType string
 	Status    int
 	Error     string
 	Attempts  int
+	Tries     int `json:",omitempty"`
 }
 
 // DeliverWebhooks sends endpoint's pending events, in the order they committed, each signed
-// with the endpoint's secret, and records each attempt. It stops at the first event the
-// endpoint does not take (anything but a 2xx in time): the workflow waits and tries it again,
-// so a dead endpoint costs one attempt per backoff, not one per event. Each delivery is recorded
-// as it happens: a worker that dies mid-batch sends again at most the event it was sending.
+// with the endpoint's secret, and records each attempt. An event the endpoint does not take
+// (anything but a 2xx in time) for the first time is tried once more after FirstRetry, within
+// the batch; after that the batch stops there, and the workflow waits and tries it again, so a
+// dead endpoint costs one attempt per backoff, not one per event. Each delivery is recorded as
+// it happens: a worker that dies mid-batch sends again at most the event it was sending.
 func (a *Activities) DeliverWebhooks(ctx context.Context, endpoint string) (WebhookBatch, error) {
 	target, err := a.Ledger.Target(ctx, endpoint)
 	if errors.Is(err, ledger.ErrNotFound) || target.Deleted {
@@ -62,21 +65,27 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, endpoint string) (Webh
 	defer stop()
 	out := WebhookBatch{More: len(due) == WebhookBatchSize}
 	for _, d := range due {
-		status, problem := a.send(ctx, target, d)
-		if ctx.Err() != nil { // canceled: the endpoint was deleted, or the worker is stopping
-			return out, ctx.Err()
+		status, problem, canceled, err := a.attempt(ctx, target, d)
+		tries := 1
+		if problem != "" && d.Attempts == 0 && err == nil && !canceled {
+			select { // the contract's first wait, without a round trip through the workflow
+			case <-ctx.Done():
+				return out, ctx.Err()
+			case <-time.After(FirstRetry):
+			}
+			status, problem, canceled, err = a.attempt(ctx, target, d)
+			tries, d.Attempts = 2, 1
 		}
-		delivered := problem == ""
-		canceled, err := a.Ledger.RecordAttempt(ctx, endpoint, d.Seq, delivered, status, problem)
 		if err != nil {
 			return out, err
 		}
 		if canceled { // the endpoint was deleted while this batch ran: send it nothing more
 			return WebhookBatch{Delivered: out.Delivered, Status: out.Status, Deleted: true}, nil
 		}
-		if !delivered {
+		if problem != "" {
 			out.More = false
-			out.Failed = &WebhookAttempt{EventID: d.EventID, EventType: d.Type, Status: status, Error: problem, Attempts: d.Attempts + 1}
+			out.Failed = &WebhookAttempt{EventID: d.EventID, EventType: d.Type, Status: status, Error: problem,
+				Attempts: d.Attempts + 1, Tries: tries}
 			activity.GetLogger(ctx).Info("webhook not delivered", "endpoint", endpoint, "event_id", d.EventID,
 				"status", status, "problem", problem, "attempts", d.Attempts+1)
 			return out, nil
@@ -84,6 +93,22 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, endpoint string) (Webh
 		out.Delivered, out.Status = out.Delivered+1, status
 	}
 	return out, nil
+}
+
+// FirstRetry is how long a batch waits before it tries an event the endpoint did not take once
+// more itself: the first of the contract's waits (1 s, 2 s, 4 s, …). The later ones are the
+// workflow's, each a timer in its history.
+const FirstRetry = time.Second
+
+// attempt sends d to target and records the attempt: the HTTP status and, when it was not
+// delivered, why; canceled when the endpoint was deleted meanwhile.
+func (a *Activities) attempt(ctx context.Context, target ledger.Target, d ledger.Delivery) (status int, problem string, canceled bool, err error) {
+	status, problem = a.send(ctx, target, d)
+	if ctx.Err() != nil { // canceled: the endpoint was deleted, or the worker is stopping
+		return status, problem, false, ctx.Err()
+	}
+	canceled, err = a.Ledger.RecordAttempt(ctx, target.ID, d.Seq, problem == "", status, problem)
+	return status, problem, canceled, err
 }
 
 // WebhookHeartbeat is DeliverWebhooks' heartbeat timeout: how soon a batch whose worker died

@@ -325,6 +325,45 @@ func TestFlakyReceiverGetsEveryEvent(t *testing.T) {
 	env.Reconcile(t)
 }
 
+// TestEachEventRefusedOnceIsTakenWithinTheBatch: a receiver that refuses every event the first
+// time it sees it gets each on its second attempt, a second later, within the batch: the run
+// waits on no timer and schedules fewer batches than there are events, and each delivery row
+// says two attempts.
+func TestEachEventRefusedOnceIsTakenWithinTheBatch(t *testing.T) {
+	_, alice := env.Owner(t)
+	accs := env.FundedAccounts(t, alice, 2, 10_000)
+	// An endpoint's attempts come one at a time, so the odd requests are each event's first.
+	r := newReceiver(t, func(n int) int {
+		if n%2 == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	endpoint := r.subscribe(t, env, alice, "transfer.completed")
+	for i := range 6 {
+		transfer(t, alice, fmt.Sprintf("%s-%d", t.Name(), i), accs[i%2], accs[1-i%2], 10)
+	}
+	testenv.WaitForCount(t, "the six events delivered", 6, func() int { return len(r.delivered()) })
+	if n := r.requests(); n != 12 {
+		t.Errorf("the receiver saw %d requests, want 12: each event refused once, then taken", n)
+	}
+	timers, batches := 0, 0
+	for _, ev := range env.History(t, "webhook-delivery/"+endpoint, "") {
+		switch ev.GetEventType() {
+		case enums.EVENT_TYPE_TIMER_STARTED:
+			timers++
+		case enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			batches++
+		}
+	}
+	if timers != 0 || batches >= 6 {
+		t.Errorf("the run waited on %d timers and ran %d batches for 6 events, each refused once: want no timer, fewer batches than events", timers, batches)
+	}
+	if n := env.Count(t, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'delivered' AND attempts = 2`, endpoint); n != 6 {
+		t.Errorf("%d deliveries delivered at their second attempt, want 6", n)
+	}
+}
+
 // describe is the latest run of endpoint's delivery workflow.
 func describe(t *testing.T, endpoint string) *workflowpb.WorkflowExecutionInfo {
 	t.Helper()

@@ -50,8 +50,9 @@ const (
 // WebhookDelivery delivers one endpoint's events, in the order they committed, for as long as the
 // endpoint exists (workflow ID webhook-delivery/<endpoint id>). It drains the endpoint's outbox
 // in PostgreSQL a batch per activity, then sleeps until a wake signal. When the endpoint does not
-// take an event, the run tries that event again after 1 s, 2 s, 4 s, … (at most an hour apart),
-// each attempt an activity and each wait a timer in the history, with the search attributes
+// take an event, the batch tries it once more after 1 s, then the run tries it again after 2 s,
+// 4 s, … (at most an hour apart), each attempt an activity and each wait a timer in the history,
+// with the search attributes
 // saying which event type and what status; after RetryFor it fails, and the events behind it
 // wait, kept in PostgreSQL, for `payments rerun failed`. Deleting the endpoint cancels the run.
 func WebhookDelivery(ctx workflow.Context, in WebhookInput) error {
@@ -68,8 +69,9 @@ func WebhookDelivery(ctx workflow.Context, in WebhookInput) error {
 			StartToCloseTimeout: 30 * time.Minute,
 			// A batch whose worker died is tried again within seconds, not minutes.
 			HeartbeatTimeout: activities.WebhookHeartbeat,
-			// Only the ledger being unreachable fails the activity: try again, for as long as it takes.
-			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
+			// Only the ledger being unreachable, or the batch's worker dying, fails the activity:
+			// try again, for as long as it takes, soon (a worker dies and a batch waits behind it).
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 5 * time.Second},
 			Summary:     deliverySummary(in),
 		})
 		var b activities.WebhookBatch
@@ -111,7 +113,7 @@ func retryLater(ctx workflow.Context, in *WebhookInput, f activities.WebhookAtte
 	if in.FailingSince.IsZero() {
 		in.FailingSince = now
 	}
-	in.Attempt++
+	in.Attempt += max(f.Tries, 1)
 	_ = workflow.UpsertTypedSearchAttributes(ctx, WebhookEventType.ValueSet(f.EventType), WebhookStatus.ValueSet(int64(f.Status)))
 	left := retryFor - now.Sub(in.FailingSince)
 	if left <= 0 {
