@@ -56,8 +56,11 @@ func measure(ctx context.Context, cfg Config, scenario string, clients int, d ti
 	cpu := startCPU(cfg.CPUOf)
 	start := time.Now()
 	deadline := start.Add(d)
-	stop := make(chan struct{})
-	go progress(cfg.Progress, scenario, clients, start, &done, stop)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		progress(cfg.Progress, scenario, clients, start, &done, stop)
+	}()
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Go(func() {
@@ -80,6 +83,7 @@ func measure(ctx context.Context, cfg Config, scenario string, clients int, d ti
 	}
 	wg.Wait()
 	close(stop)
+	<-stopped // the progress line is written no more: the summary line follows it
 	elapsed := time.Since(start).Seconds()
 	slices.Sort(latencies)
 	p := Phase{Scenario: scenario, Clients: clients, Requests: len(latencies), Errors: int(errs.Load()),

@@ -23,7 +23,6 @@ import (
 	"github.com/payments/payments/app"
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/config"
-	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/rig/testenv"
 	"github.com/payments/payments/workflows"
@@ -208,27 +207,26 @@ func TestNoCallbackTheRunAsks(t *testing.T) {
 
 // The bank's callback arrives, and is applied, before the API has answered the request: the
 // API still answers the first answer, 201 processing, and the outcome is applied once. The API
-// here reads its answer from PostgreSQL through a proxy the test freezes once the payout is
-// claimed, and thaws once the payout is paid.
+// here has no worker in its process, so it asks the run for its answer by Update, through a
+// proxy to Temporal whose replies the test holds once the request is on its way, and lets go
+// once the payout is paid.
 func TestCallbackBeforeTheFirstAnswer(t *testing.T) {
 	c := newCustomer(t, env, 1_000)
 	ctx := context.Background()
-	toPostgres := testenv.NewProxy(t, testenv.PostgresAddr())
-	pool, err := database.Open(ctx, strings.Replace(env.URL, testenv.PostgresAddr(), toPostgres.Addr(), 1))
+	toTemporal := testenv.NewProxy(t, env.TemporalAddr())
+	temporal, err := client.Dial(client.Options{HostPort: toTemporal.Addr()}) // connected before the replies are held
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(pool.Close)
-	// Its own API, on the Env's worker but without the in-process answer hook: it waits for the
-	// stored answer in PostgreSQL.
-	slow := env.With(t, testenv.Options{DB: pool, Temporal: env.Temporal})
-	t.Cleanup(toPostgres.Restore) // first: the API's request in flight then ends before its server closes
+	t.Cleanup(temporal.Close)
+	slow := env.With(t, testenv.Options{Temporal: temporal, SyncWait: time.Minute})
+	t.Cleanup(toTemporal.Restore) // first: the API's request in flight then ends before its server closes
 
 	release := env.Hold(t, c.acc) // the money cannot be held yet
 	answer := make(chan testenv.Response, 1)
 	go func() { answer <- slow.Do(t, "POST", "/v1/payouts", c.key, "early", payoutBody(c.acc, 300, payee)) }()
 	testenv.WaitFor(t, "the hold to wait for the account", func() bool { return env.Waiting(t) > 0 })
-	toPostgres.Freeze() // the API's reads of its answer go nowhere
+	toTemporal.FreezeReplies() // the run's answer to the API goes nowhere
 	release()
 
 	var id string
@@ -254,7 +252,7 @@ func TestCallbackBeforeTheFirstAnswer(t *testing.T) {
 		t.Fatalf("the API answered while its database was frozen: %d %s", r.Status, r.Body)
 	default:
 	}
-	toPostgres.Restore()
+	toTemporal.Restore()
 
 	r := <-answer
 	if r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "" {
