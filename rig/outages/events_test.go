@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,14 +39,7 @@ func TestWorkerKilledMidPosting(t *testing.T) {
 
 	a := newAnswers("held")
 	release := a.sendHeld(t, env, apiKey, ts) // every posting waits on its accounts' locks
-	if err := first.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	second := env.NewWorker(nil)
-	if err := second.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer second.Stop()
+	replaceWorker(t, env, first)
 	release()
 	a.setPhase("second worker")
 	a.sendAll(t, env, apiKey, ts)
@@ -101,32 +95,9 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 	if r := env.Do(t, "POST", "/v1/transfers", apiKey, "middelivery-1", testenv.TransferBody(accs[0], accs[1], 10)); r.Status != http.StatusCreated {
 		t.Fatalf("transfer: %d %s", r.Status, r.Body)
 	}
-	var event string
-	testenv.WaitFor(t, "the first delivery attempt", func() bool {
-		select {
-		case event = <-arrived:
-			return true
-		default:
-			return false
-		}
-	})
-	if err := first.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	second := env.NewWorker(nil)
-	if err := second.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer second.Stop()
-	var again string
-	testenv.WaitFor(t, "the event delivered again by the second worker", func() bool {
-		select {
-		case again = <-arrived:
-			return true
-		default:
-			return false
-		}
-	})
+	event := receive(t, "the first delivery attempt", arrived)
+	replaceWorker(t, env, first)
+	again := receive(t, "the event delivered again by the second worker", arrived)
 	if again != event {
 		t.Fatalf("the second delivery is of %s, want %s", again, event)
 	}
@@ -134,4 +105,33 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 		return env.Count(t, `SELECT count(*) FROM webhook_deliveries d JOIN events e ON e.seq = d.event_seq
 			WHERE e.id = $1 AND d.status = 'delivered'`, event) == 1
 	})
+}
+
+// replaceWorker kills the worker process first (SIGKILL) and starts a worker in the test's
+// process in its place, stopped when t ends.
+func replaceWorker(t *testing.T, env *testenv.Env, first *exec.Cmd) {
+	t.Helper()
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	second := env.NewWorker(nil)
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(second.Stop)
+}
+
+// receive waits for what comes on c, as what names it.
+func receive(t *testing.T, what string, c <-chan string) string {
+	t.Helper()
+	var got string
+	testenv.WaitFor(t, what, func() bool {
+		select {
+		case got = <-c:
+			return true
+		default:
+			return false
+		}
+	})
+	return got
 }
