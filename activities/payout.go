@@ -4,26 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/payments/payments/internal/bank"
-	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 )
-
-// PayoutHold names the payout whose money HoldPayout holds, and the idempotency scope its first
-// answer is stored under.
-type PayoutHold struct {
-	PayoutID string
-	// Scope is the idempotency scope the payout was requested in; embedded, so that its fields
-	// are the hold's own in a workflow's input (OwnerID, Route, Key), as histories hold them.
-	idempotency.Scope
-	ReplayFor config.Duration // how long the stored answer is replayed
-}
 
 // Held is what holding a payout's money ended with: processing (held), or failed (not enough
 // available), the first answer stored for it, and the bank's payment of it if an earlier run
@@ -53,8 +41,8 @@ const (
 
 // HoldPayout holds the payout's money and stores its first answer, once, however often it is
 // called (ledger.PlaceHold).
-func (a *Activities) HoldPayout(ctx context.Context, h PayoutHold) (Held, error) {
-	po, resp, err := a.Ledger.PlaceHold(ctx, h.PayoutID, h.Scope, time.Duration(h.ReplayFor), a.PayoutAnswer)
+func (a *Activities) HoldPayout(ctx context.Context, h ledger.PayoutHold) (Held, error) {
+	po, resp, err := a.Ledger.PlaceHold(ctx, h, a.PayoutAnswer)
 	if err != nil {
 		if err = final(err); !errors.Is(err, ledger.ErrInvalidPosting) {
 			activity.GetLogger(ctx).Warn("holding failed; retrying", "payout_id", h.PayoutID, "err", err)

@@ -3,46 +3,13 @@ package activities
 import (
 	"context"
 	"errors"
-	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 )
-
-// Posting is what PostTransfer posts: the transfer, and the idempotency scope whose answer is
-// stored with it. It is derived from the request alone, so that a re-run or a UI Reset with
-// the same posting posts the same transfer.
-type Posting struct {
-	TransferID  string
-	WorkflowID  string
-	From        string
-	To          string
-	AmountMinor int64
-	Currency    string
-	Description string
-	// Scope is the idempotency scope whose answer is stored; embedded, so that its fields are
-	// the posting's own in a workflow's input (OwnerID, Route, Key), as histories hold them.
-	idempotency.Scope
-	ReplayFor config.Duration // how long the stored answer is replayed
-	// Kind is ledger.KindRefund for a refund (of RefundOf), empty for a transfer.
-	Kind     string            `json:",omitempty"`
-	RefundOf string            `json:",omitempty"`
-	Metadata map[string]string `json:",omitempty"`
-}
-
-// Ledger is the ledger's posting of p by run (empty when no workflow run posts it).
-func (p Posting) Ledger(run string) ledger.Posting {
-	return ledger.Posting{
-		TransferID: p.TransferID, WorkflowID: p.WorkflowID,
-		From: p.From, To: p.To, AmountMinor: p.AmountMinor, Currency: p.Currency,
-		Description: p.Description, Scope: p.Scope, ReplayFor: time.Duration(p.ReplayFor), RunID: run,
-		Kind: p.Kind, RefundOf: p.RefundOf, Metadata: p.Metadata,
-	}
-}
 
 // Posted is what a posting ended with: the transfer's status and, once it is final, the answer
 // stored for it, which the API sends as it is.
@@ -59,8 +26,9 @@ const (
 )
 
 // PostTransfer posts the transfer and stores its answer, once, however often it is called.
-func (a *Activities) PostTransfer(ctx context.Context, p Posting) (Posted, error) {
-	t, resp, err := a.Ledger.Post(ctx, p.Ledger(activity.GetInfo(ctx).WorkflowExecution.RunID), a.Answer)
+func (a *Activities) PostTransfer(ctx context.Context, p ledger.Posting) (Posted, error) {
+	p.RunID = activity.GetInfo(ctx).WorkflowExecution.RunID
+	t, resp, err := a.Ledger.Post(ctx, p, a.Answer)
 	switch {
 	case errors.Is(err, ledger.ErrFenced):
 		return Posted{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeFenced, err)

@@ -20,6 +20,7 @@ import (
 	"github.com/payments/payments/api"
 	"github.com/payments/payments/app"
 	"github.com/payments/payments/internal/auth"
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 )
@@ -250,7 +251,7 @@ func (r *run) replay(ctx context.Context, c, n int) error {
 func (r *run) posting(key, from, to string) ledger.Posting {
 	s := idempotency.Scope{OwnerID: r.ownerID, Route: idempotency.RouteTransfers, Key: key}
 	return ledger.Posting{TransferID: s.TransferID(0), WorkflowID: s.WorkflowID(), From: from, To: to,
-		AmountMinor: 1, Currency: "USD", Scope: s, ReplayFor: 24 * time.Hour}
+		AmountMinor: 1, Currency: "USD", Scope: s, ReplayFor: config.Duration(24 * time.Hour)}
 }
 
 func (r *run) randomPosting(kind, phase string, client, n int) ledger.Posting {

@@ -56,7 +56,7 @@ func (a *tutorialActivities) Post(ctx context.Context, p ledger.Posting) (idempo
 }
 
 func (a *tutorialActivities) Store(ctx context.Context, p ledger.Posting, resp idempotency.Response) error {
-	return idempotency.Complete(ctx, a.ledger.DB, p.Scope, resp, p.ReplayFor)
+	return idempotency.Complete(ctx, a.ledger.DB, p.Scope, resp, time.Duration(p.ReplayFor))
 }
 
 func startWorker(c client.Client, l *ledger.Ledger) (sdkworker.Worker, error) {

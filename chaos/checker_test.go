@@ -21,6 +21,7 @@ import (
 
 	"github.com/payments/payments/api"
 	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
@@ -448,7 +449,7 @@ func (f *fixture) payout(ctx context.Context, t *testing.T, l *ledger.Ledger) fu
 			Destination: dest, WorkflowID: scope.WorkflowID()}); err != nil {
 			t.Fatal(err)
 		}
-		_, resp, err := l.PlaceHold(ctx, id, scope, idempotencyTTL, api.PayoutAnswer)
+		_, resp, err := l.PlaceHold(ctx, ledger.PayoutHold{PayoutID: id, Scope: scope, ReplayFor: config.Duration(idempotencyTTL)}, api.PayoutAnswer)
 		if err != nil {
 			t.Fatal(err)
 		}

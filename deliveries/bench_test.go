@@ -13,6 +13,7 @@ import (
 
 	"github.com/payments/payments/api"
 	"github.com/payments/payments/deliveries"
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/rig/testenv"
@@ -84,7 +85,7 @@ func post(b *testing.B, l *ledger.Ledger, ownerID string, accs []string) {
 			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
 				scope := idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteTransfers, Key: fmt.Sprintf("%s-%d-%d", b.Name(), b.N, i)}
 				p := ledger.Posting{TransferID: scope.TransferID(0), WorkflowID: scope.WorkflowID(), From: accs[i%2], To: accs[1-i%2],
-					AmountMinor: 1, Currency: "USD", Scope: scope, ReplayFor: time.Hour}
+					AmountMinor: 1, Currency: "USD", Scope: scope, ReplayFor: config.Duration(time.Hour)}
 				if _, _, err := l.Post(context.Background(), p, api.TransferAnswer); err != nil {
 					b.Error(err)
 					return

@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
@@ -140,7 +139,7 @@ func (s *Service) claim(r Request, in *workflows.PayoutInput) operation.Claim {
 
 func (s *Service) input(r Request, payoutID, workflowID string) workflows.PayoutInput {
 	return workflows.PayoutInput{
-		PayoutHold: activities.PayoutHold{PayoutID: payoutID, Scope: r.Scope, ReplayFor: config.Duration(s.TTL)},
+		PayoutHold: ledger.PayoutHold{PayoutID: payoutID, Scope: r.Scope, ReplayFor: config.Duration(s.TTL)},
 		WorkflowID: workflowID, AccountID: r.AccountID, AmountMinor: r.AmountMinor, Currency: r.Currency,
 		Destination: r.Destination, Description: r.Description, Metadata: r.Metadata,
 		RetryFor: config.Duration(s.RetryFor), BankRetryFor: config.Duration(s.BankRetryFor),

@@ -57,13 +57,13 @@ func newPayoutTest(t *testing.T, pollAfter, returnWindow time.Duration, says ban
 	var a *activities.Activities
 	p.w.RegisterActivity(a)
 	p.in = workflows.PayoutInput{
-		PayoutHold: activities.PayoutHold{PayoutID: "po_1", Scope: idempotency.Scope{OwnerID: "own_1", Route: idempotency.RoutePayouts, Key: "k"}},
+		PayoutHold: ledger.PayoutHold{PayoutID: "po_1", Scope: idempotency.Scope{OwnerID: "own_1", Route: idempotency.RoutePayouts, Key: "k"}},
 		WorkflowID: "payout/own_1/k", AccountID: "acc_1", AmountMinor: 100, Currency: "USD",
 		Destination:  bank.Destination{AccountNumber: payee, BankCode: bankCode},
 		BankRetryFor: config.Duration(time.Hour), PollAfter: config.Duration(pollAfter),
 		ReturnWindow: config.Duration(returnWindow),
 	}
-	p.w.OnActivity(a.HoldPayout, mock.Anything, mock.Anything).Return(func(context.Context, activities.PayoutHold) (activities.Held, error) {
+	p.w.OnActivity(a.HoldPayout, mock.Anything, mock.Anything).Return(func(context.Context, ledger.PayoutHold) (activities.Held, error) {
 		if p.held != nil {
 			p.held()
 		}

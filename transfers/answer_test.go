@@ -106,7 +106,7 @@ func TestPendingAnswerOfAFinishedTransferIsItsFinalAnswer(t *testing.T) {
 	if gaveUp, err := s.afterWait(ctx, in, nil, Answer{}, true, waitRanOut); !errors.As(err, &failed) || gaveUp.Pending != nil {
 		t.Fatalf("after its run gave up: %+v %v; want a FailedError", gaveUp, err)
 	}
-	_, stored, err := l.Post(ctx, in.Ledger(""), answer)
+	_, stored, err := l.Post(ctx, in.Posting, answer)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
 
-	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
@@ -201,7 +200,7 @@ func kindOf(in workflows.TransferInput) operation.Kind {
 
 func (s *Service) input(r Request, transferID, workflowID string) workflows.TransferInput {
 	in := workflows.TransferInput{
-		Posting: activities.Posting{
+		Posting: ledger.Posting{
 			TransferID: transferID, WorkflowID: workflowID, Scope: r.Scope,
 			From: r.From, To: r.To, AmountMinor: r.AmountMinor, Currency: r.Currency, Description: r.Description,
 			ReplayFor: config.Duration(s.TTL), Metadata: r.Metadata, RefundOf: r.RefundOf,
@@ -229,7 +228,7 @@ func (s *Service) claim(r Request, in *workflows.TransferInput) operation.Claim 
 			case !c.Created:
 				return nil
 			}
-			p := in.Ledger("")
+			p := in.Posting
 			p.RefundRemaining = r.RefundRemaining // the row, which every run of it posts, says so
 			return ledger.InsertPending(ctx, tx, p)
 		}}

@@ -21,7 +21,7 @@ import (
 // alone, and the scope its first answer is stored under), what to pay where, and how patient to
 // be with the bank.
 type PayoutInput struct {
-	activities.PayoutHold
+	ledger.PayoutHold
 	WorkflowID   string
 	AccountID    string
 	AmountMinor  int64

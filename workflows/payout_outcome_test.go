@@ -1,10 +1,11 @@
 package workflows_test
 
 import (
-	"github.com/payments/payments/internal/ledger"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/payments/payments/internal/ledger"
 
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/converter"

@@ -1,6 +1,9 @@
 package workflows_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -8,6 +11,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/worker"
 	"github.com/payments/payments/workflows"
 )
@@ -47,4 +51,60 @@ func TestUngatedChangeBreaksOldHistories(t *testing.T) {
 			t.Errorf("%s: replay against the ungated change gave %v, want a non-determinism error", f, err)
 		}
 	}
+}
+
+// A transfer's or a payout's input, as each committed history holds it, reads into its input
+// type and writes back the same bytes: the types the services build the input from (the ledger's
+// Posting and PayoutHold) keep the shape runs started with.
+func TestCommittedInputsKeepTheirShape(t *testing.T) {
+	for _, f := range histories(t, "*.json") {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h struct {
+			Events []struct {
+				Attrs *struct {
+					WorkflowType struct{ Name string }
+					Input        struct{ Payloads []struct{ Data []byte } }
+				} `json:"workflowExecutionStartedEventAttributes"`
+			}
+		}
+		if err := json.Unmarshal(b, &h); err != nil || len(h.Events) == 0 || h.Events[0].Attrs == nil {
+			t.Fatalf("%s: no start event (%v)", f, err)
+		}
+		start := h.Events[0].Attrs
+		var in any
+		switch start.WorkflowType.Name {
+		case "Transfer":
+			in = new(workflows.TransferInput)
+		case "Payout":
+			in = new(workflows.PayoutInput)
+		default:
+			continue
+		}
+		held := start.Input.Payloads[0].Data
+		if err := json.Unmarshal(held, in); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if again, _ := json.Marshal(in); !sameFields(held, again) {
+			t.Errorf("%s: the input\n%s\nwrites back as\n%s", f, held, again)
+		}
+	}
+}
+
+// sameFields reports whether two JSON objects hold the same fields with the same values, a
+// duration written as nanoseconds (before config.Duration) and as a string being the same.
+func sameFields(a, b []byte) bool {
+	var x, y map[string]json.RawMessage
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil || len(x) != len(y) {
+		return false
+	}
+	for k, v := range x {
+		var d, e config.Duration
+		if w, ok := y[k]; !ok || !bytes.Equal(v, w) && (json.Unmarshal(v, &d) != nil || json.Unmarshal(w, &e) != nil || d != e) {
+			return false
+		}
+	}
+	return true
 }

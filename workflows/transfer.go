@@ -20,7 +20,7 @@ import (
 // through technical failures. A re-run or a UI Reset with the same input posts the same
 // transfer.
 type TransferInput struct {
-	activities.Posting
+	ledger.Posting
 	RetryFor config.Duration // 0: DefaultRetryFor
 }
 

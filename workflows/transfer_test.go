@@ -11,9 +11,10 @@ import (
 
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
 )
 
-var input = TransferInput{Posting: activities.Posting{TransferID: "tr_1", WorkflowID: "transfer/own_1/k", From: "acc_a", To: "acc_b",
+var input = TransferInput{Posting: ledger.Posting{TransferID: "tr_1", WorkflowID: "transfer/own_1/k", From: "acc_a", To: "acc_b",
 	AmountMinor: 1000, Currency: "USD", Scope: idempotency.Scope{OwnerID: "own_1", Route: idempotency.RouteTransfers, Key: "k"}}}
 
 // a names the activities for mocking; their methods are never called on it.
@@ -31,7 +32,7 @@ func newEnv() *testsuite.TestWorkflowEnvironment {
 // returns the counter.
 func countPosts(env *testsuite.TestWorkflowEnvironment, in TransferInput, result func(call int) (activities.Posted, error)) *int {
 	calls := 0
-	env.OnActivity(a.PostTransfer, mock.Anything, in.Posting).Return(func(context.Context, activities.Posting) (activities.Posted, error) {
+	env.OnActivity(a.PostTransfer, mock.Anything, in.Posting).Return(func(context.Context, ledger.Posting) (activities.Posted, error) {
 		calls++
 		return result(calls)
 	})

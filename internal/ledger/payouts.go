@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
 )
@@ -92,11 +93,21 @@ func lockPayout(ctx context.Context, tx pgx.Tx, id string) (Payout, error) {
 	return scanPayout(tx.QueryRow(ctx, `SELECT `+payoutColumns+` FROM payouts WHERE id = $1 FOR UPDATE`, id))
 }
 
-// PlaceHold holds the money of payout id, once however often it is called: if its account has
+// PayoutHold names the payout whose money PlaceHold holds, and the idempotency scope its first
+// answer is stored under. A payout workflow's input holds it (workflows.PayoutInput), the
+// scope's fields as its own (OwnerID, Route, Key), as histories hold them.
+type PayoutHold struct {
+	PayoutID string
+	idempotency.Scope
+	ReplayFor config.Duration // how long the stored answer is replayed
+}
+
+// PlaceHold holds the money of payout h, once however often it is called: if its account has
 // the amount available, a hold of it (the available balance drops, the posted one does not);
 // otherwise the payout fails for insufficient funds. The first answer, made by answer, is stored
-// under scope in the same transaction; called again, it returns the stored answer.
-func (l *Ledger) PlaceHold(ctx context.Context, id string, scope idempotency.Scope, ttl time.Duration, answer PayoutAnswer) (po Payout, resp idempotency.Response, err error) {
+// under h's scope in the same transaction; called again, it returns the stored answer.
+func (l *Ledger) PlaceHold(ctx context.Context, h PayoutHold, answer PayoutAnswer) (po Payout, resp idempotency.Response, err error) {
+	id, scope := h.PayoutID, h.Scope
 	err = l.change(ctx, func(tx pgx.Tx, o *outbox) error {
 		if po, err = lockPayout(ctx, tx, id); err != nil {
 			return err
@@ -127,7 +138,7 @@ func (l *Ledger) PlaceHold(ctx context.Context, id string, scope idempotency.Sco
 		}
 		o.payout(po)
 		resp = answer(po)
-		return idempotency.Complete(ctx, tx, scope, resp, ttl)
+		return idempotency.Complete(ctx, tx, scope, resp, time.Duration(h.ReplayFor))
 	})
 	return po, resp, err
 }

@@ -9,11 +9,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
 )
 
-// Posting is one transfer to post. TransferID and WorkflowID are derived from Scope.
+// Posting is one transfer to post. TransferID and WorkflowID are derived from Scope. It is also
+// what a transfer workflow's input holds (workflows.TransferInput), so its JSON is what histories
+// hold: the scope's fields are the posting's own (OwnerID, Route, Key), and what a run's input
+// does not carry is left out.
 type Posting struct {
 	TransferID  string
 	WorkflowID  string
@@ -21,19 +25,20 @@ type Posting struct {
 	AmountMinor int64
 	Currency    string
 	Description string
-	Scope       idempotency.Scope
-	ReplayFor   time.Duration // how long the stored response is replayed
-	RunID       string        // the workflow run posting it, if any: see ErrFenced
+	idempotency.Scope
+	ReplayFor config.Duration // how long the stored response is replayed
+	RunID     string          `json:"-"` // the workflow run posting it, if any: see ErrFenced
 	// Kind is what the posting is: KindTransfer (the default), a refund of a transfer
 	// (KindRefund, of RefundOf), or the money of a payout paid (KindPayout: it consumes the
 	// payout's hold), of a payout returned, of a payin. Only transfers and refunds have an
 	// idempotency scope and an answer of their own.
-	Kind     string
-	RefundOf string   // the transfer a refund gives money back from
-	Metadata Metadata // the client's, as given
+	Kind     string   `json:",omitempty"`
+	RefundOf string   `json:",omitempty"` // the transfer a refund gives money back from
+	Metadata Metadata `json:",omitempty"` // the client's, as given
 	// RefundRemaining is a refund of all that remains of its transfer when it posts: its
 	// AmountMinor, what remained when it was claimed, stands until then (docs/contract.md §8).
-	RefundRemaining bool
+	// The claimed row holds it, not a run's input.
+	RefundRemaining bool `json:"-"`
 }
 
 // Kinds of posting.
@@ -144,7 +149,7 @@ func post(ctx context.Context, tx pgx.Tx, o *outbox, p Posting, answer Answer) (
 	}
 	o.posting(t)
 	resp := answer(t)
-	return t, resp, idempotency.Complete(ctx, tx, p.Scope, resp, p.ReplayFor)
+	return t, resp, idempotency.Complete(ctx, tx, p.Scope, resp, time.Duration(p.ReplayFor))
 }
 
 // moveMoney moves t's money (posted under p) and returns "", or returns why it cannot:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/payments/payments/api"
 	"github.com/payments/payments/internal/bank"
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
@@ -217,7 +218,7 @@ func heldPayout(t *testing.T, account string, amount int64) string {
 		Destination: bank.Destination{AccountNumber: "000123456789", BankCode: "021000021"}, WorkflowID: scope.WorkflowID()}); err != nil {
 		t.Fatal(err)
 	}
-	if po, _, err := l.PlaceHold(ctx, id, scope, ttl, api.PayoutAnswer); err != nil || po.Status != ledger.PayoutProcessing {
+	if po, _, err := l.PlaceHold(ctx, ledger.PayoutHold{PayoutID: id, Scope: scope, ReplayFor: config.Duration(ttl)}, api.PayoutAnswer); err != nil || po.Status != ledger.PayoutProcessing {
 		t.Fatalf("hold: %+v, %v", po, err)
 	}
 	return id
