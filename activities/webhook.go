@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/webhook"
 )
@@ -48,21 +49,24 @@ type WebhookAttempt struct {
 // (anything but a 2xx in time) for the first time is tried once more after FirstRetry, within
 // the batch; after that the batch stops there, and the workflow waits and tries it again, so a
 // dead endpoint costs one attempt per backoff, not one per event. Each delivery is recorded as
-// it happens: a worker that dies mid-batch sends again at most the event it was sending.
+// it happens, PostgreSQL waited for through a blip (WebhookOutageGrace): a worker that dies
+// mid-batch sends again at most the event it was sending.
 func (a *Activities) DeliverWebhooks(ctx context.Context, endpoint string) (WebhookBatch, error) {
-	target, err := a.Ledger.Target(ctx, endpoint)
+	stop := heartbeatEvery(ctx, WebhookHeartbeat/4)
+	defer stop()
+	target, err := database.Outlast(ctx, WebhookOutageGrace, func() (ledger.Target, error) { return a.Ledger.Target(ctx, endpoint) })
 	if errors.Is(err, ledger.ErrNotFound) || target.Deleted {
 		return WebhookBatch{Deleted: true}, nil
 	}
 	if err != nil {
 		return WebhookBatch{}, err
 	}
-	due, err := a.Ledger.PendingDeliveries(ctx, endpoint, WebhookBatchSize)
+	due, err := database.Outlast(ctx, WebhookOutageGrace, func() ([]ledger.Delivery, error) {
+		return a.Ledger.PendingDeliveries(ctx, endpoint, WebhookBatchSize)
+	})
 	if err != nil {
 		return WebhookBatch{}, err
 	}
-	stop := heartbeatEvery(ctx, WebhookHeartbeat/4)
-	defer stop()
 	out := WebhookBatch{More: len(due) == WebhookBatchSize}
 	for _, d := range due {
 		status, problem, canceled, err := a.attempt(ctx, target, d)
@@ -107,9 +111,16 @@ func (a *Activities) attempt(ctx context.Context, target ledger.Target, d ledger
 	if ctx.Err() != nil { // canceled: the endpoint was deleted, or the worker is stopping
 		return status, problem, false, ctx.Err()
 	}
-	canceled, err = a.Ledger.RecordAttempt(ctx, target.ID, d.Seq, problem == "", status, problem)
+	canceled, err = database.Outlast(ctx, WebhookOutageGrace, func() (bool, error) {
+		return a.Ledger.RecordAttempt(ctx, target.ID, d.Seq, problem == "", status, problem)
+	})
 	return status, problem, canceled, err
 }
+
+// WebhookOutageGrace is how long a batch waits for PostgreSQL, when it cannot be reached, before
+// the batch fails and its activity is retried: a blip of a few seconds costs the batch a pause,
+// not the event it has just sent (sent again by the retry) and a backoff.
+const WebhookOutageGrace = 10 * time.Second
 
 // WebhookHeartbeat is DeliverWebhooks' heartbeat timeout: how soon a batch whose worker died
 // is tried again elsewhere. The batch heartbeats a few times within it, whatever one send takes

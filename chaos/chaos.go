@@ -45,9 +45,9 @@ const idempotencyTTL = 24 * time.Hour
 // clients' answers, the payouts' banks and return windows, the runs.
 const drainBound = 3 * time.Minute
 
-// deliveryBound is how long, after the drain, the webhook deliveries may take to catch up: past
-// a delivery activity's heartbeat timeout (2 minutes: a worker killed mid-batch holds its
-// endpoint's deliveries that long) and a few backoffs.
+// deliveryBound is how long, after the drain, the webhook deliveries may take to catch up: a
+// backlog left by the faults, past a delivery activity's heartbeat timeout (a worker killed
+// mid-batch holds its endpoint's deliveries that long) and a few backoffs.
 const deliveryBound = 3 * time.Minute
 
 // Report is what a run did and found.

@@ -60,7 +60,7 @@ const memoPayoutID = "payout_id"
 
 // Submit runs the payout once per scope: claims it, starts its run (or finds it), and waits for
 // its first answer, which the run stores when it holds the money: heard in this process, asked
-// of the run by Update where this process has no worker (startAndAsk), or read from the ledger
+// of the run by Update where this process has no worker (operation.Finish), or read from the ledger
 // (a payout's run goes on for days, so its result is no answer to wait for). The error, when not
 // nil, is idempotency.ErrReused, an *operation.InUseError, an outage, or PostgreSQL's refusal
 // of a value. Like a transfer's, the claim and the start do not follow the client's context.
@@ -71,32 +71,16 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	if done {
 		return answer, err
 	}
-	if sub.Heard == nil { // no worker here: the run answers through the server
-		return s.startAndAsk(ctx, sub, in, answer)
-	}
-	if _, err := s.operation(in).Start(sub.Start); err != nil {
-		return answer, err
-	}
-	return s.await(ctx, ctx, sub, in, answer)
-}
-
-// startAndAsk starts the payout's run, or joins it, and asks it for the first answer in the same
-// call (operation.Ask). When that gives no answer (the run is another use's or has closed, a
-// worker without the update, Temporal unreachable), it makes sure the run has started, as a
-// start does, and reads the answer from the ledger for what is left of the wait.
-func (s *Service) startAndAsk(ctx context.Context, sub *operation.Submission, in workflows.PayoutInput, answer Answer) (Answer, error) {
-	waitCtx, cancel := context.WithTimeout(ctx, s.Runner.SyncWait)
-	defer cancel()
-	op := s.operation(in)
-	resp, _, err := operation.Ask[idempotency.Response](waitCtx, op, workflows.AnswerUpdate)
-	if err == nil {
-		answer.Response = resp
-		return answer, nil
-	}
-	if _, err := op.Joined(sub.Start); err != nil {
-		return answer, err
-	}
-	return s.await(ctx, waitCtx, sub, in, answer)
+	return operation.Finish(ctx, s.Runner, sub, answer, operation.Ending[ledger.Payout, idempotency.Response]{
+		Op: s.operation(in), Update: workflows.AnswerUpdate,
+		Asked: func(resp idempotency.Response, _ string) (Answer, error) {
+			answer.Response = resp
+			return answer, nil
+		},
+		Await: func(waitCtx context.Context, _ client.WorkflowRun) (Answer, error) {
+			return s.await(ctx, waitCtx, sub, in, answer)
+		},
+	})
 }
 
 // await answers with the payout's first answer, from this process or the ledger, while waitCtx

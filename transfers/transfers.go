@@ -89,14 +89,19 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	if done {
 		return answer, err
 	}
-	if sub.Heard == nil { // no worker here: the run answers through the server
-		return s.startAndAsk(ctx, sub, in, answer)
-	}
-	run, err := s.operation(in).Start(sub.Start)
-	if err != nil {
-		return answer, err
-	}
-	return s.await(ctx, ctx, sub, in, run, answer)
+	return operation.Finish(ctx, s.Runner, sub, answer, operation.Ending[ledger.Transfer, workflows.TransferOutcome]{
+		Op: s.operation(in), Update: workflows.AnswerUpdate,
+		Asked: func(out workflows.TransferOutcome, runID string) (Answer, error) {
+			if !out.Status.Final() { // the run could not post it
+				return s.ended(ctx, in, runID, answer)
+			}
+			answer.Response = out.Response
+			return answer, nil
+		},
+		Await: func(waitCtx context.Context, run client.WorkflowRun) (Answer, error) {
+			return s.await(ctx, waitCtx, sub, in, run, answer)
+		},
+	})
 }
 
 // await answers with run's result, or the answer committing here, while waitCtx lasts; or, when
@@ -111,32 +116,6 @@ func (s *Service) await(ctx, waitCtx context.Context, sub *operation.Submission,
 }
 
 func outcomeAnswer(out workflows.TransferOutcome) idempotency.Response { return out.Response }
-
-// startAndAsk runs the transfer from a process without a worker (`payments api`): it asks the
-// run for its answer as it starts it (operation.Ask). Every other end of the call (the run
-// refuses to answer for another use of the key, the run closed before it answered, a worker
-// without the update, Temporal unreachable, the client gone) goes the way a start and a result
-// poll go: it finds this transfer's run or starts it (telling an earlier use's run from this
-// one's), so the run has started whatever the client does, and answers from the result or the
-// ledger.
-func (s *Service) startAndAsk(ctx context.Context, sub *operation.Submission, in workflows.TransferInput, answer Answer) (Answer, error) {
-	waitCtx, cancel := context.WithTimeout(ctx, s.Runner.SyncWait)
-	defer cancel()
-	op := s.operation(in)
-	out, runID, err := operation.Ask[workflows.TransferOutcome](waitCtx, op, workflows.AnswerUpdate)
-	switch {
-	case err == nil && out.Status.Final():
-		answer.Response = out.Response
-		return answer, nil
-	case err == nil: // the run could not post it
-		return s.ended(ctx, in, runID, answer)
-	}
-	run, err := op.Joined(sub.Start)
-	if err != nil {
-		return answer, err
-	}
-	return s.await(ctx, waitCtx, sub, in, run, answer) // what is left of the one wait
-}
 
 // afterWait answers when the wait gave no result: the run ended without one, the wait ran out,
 // or Temporal could not be asked. In the first two cases the ledger says how the transfer

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -56,4 +57,23 @@ func Outage(err error) error {
 		return outage.Of("PostgreSQL", err)
 	}
 	return err
+}
+
+// Outlast calls f again while it fails because PostgreSQL is unavailable (Unavailable), with
+// waits growing from 50 ms to 1 s, for at most within; it returns f's last result. For work
+// whose progress a blip would otherwise throw away: a webhook batch that has sent an event and
+// has only to record it.
+func Outlast[T any](ctx context.Context, within time.Duration, f func() (T, error)) (T, error) {
+	deadline := time.Now().Add(within)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		v, err := f()
+		if err == nil || !Unavailable(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(wait):
+		}
+	}
 }

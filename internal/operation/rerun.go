@@ -58,23 +58,7 @@ func eachFailed(ctx context.Context, c client.Client, workflowType string, since
 	if !since.IsZero() {
 		query += fmt.Sprintf(" AND CloseTime >= '%s'", since.UTC().Format(time.RFC3339))
 	}
-	seen := map[string]bool{}
-	var page []byte
-	for {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: page})
-		if err != nil {
-			return fmt.Errorf("listing failed %s workflows: %w", workflowType, err)
-		}
-		for _, ex := range resp.GetExecutions() {
-			if id := ex.GetExecution().GetWorkflowId(); !seen[id] {
-				seen[id] = true
-				rerun(id)
-			}
-		}
-		if page = resp.GetNextPageToken(); len(page) == 0 {
-			return nil
-		}
-	}
+	return eachListed(ctx, c, query, "failed "+workflowType, rerun)
 }
 
 // EachRunning calls f for every workflow of type workflowType with a run going, as Temporal's
@@ -84,14 +68,24 @@ func EachRunning(ctx context.Context, c client.Client, workflowType, filter stri
 	if filter != "" {
 		query += " AND " + filter
 	}
+	return eachListed(ctx, c, query, "running "+workflowType, f)
+}
+
+// eachListed calls f once for each workflow ID Temporal's visibility lists for query (what, in
+// an error), page after page.
+func eachListed(ctx context.Context, c client.Client, query, what string, f func(workflowID string)) error {
+	seen := map[string]bool{}
 	var page []byte
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: page, PageSize: 1000})
 		if err != nil {
-			return TemporalError(fmt.Errorf("listing running %s workflows: %w", workflowType, err))
+			return TemporalError(fmt.Errorf("listing %s workflows: %w", what, err))
 		}
 		for _, ex := range resp.GetExecutions() {
-			f(ex.GetExecution().GetWorkflowId())
+			if id := ex.GetExecution().GetWorkflowId(); !seen[id] {
+				seen[id] = true
+				f(id)
+			}
 		}
 		if page = resp.GetNextPageToken(); len(page) == 0 {
 			return nil

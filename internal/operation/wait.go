@@ -140,6 +140,41 @@ func Ask[O any](ctx context.Context, op Operation, update string) (O, string, er
 	return out, h.RunID(), err
 }
 
+// Ending is the rest of an instance's submission once claimed: its operation, what an Ask's
+// outcome answers (Asked), and the wait for the answer of a run started or joined (Await, while
+// waitCtx lasts).
+type Ending[P, O any] struct {
+	Op     Operation
+	Update string // the Update that asks a run for its answer (Ask)
+	Asked  func(out O, runID string) (Answer[P], error)
+	Await  func(waitCtx context.Context, run client.WorkflowRun) (Answer[P], error)
+}
+
+// Finish ends s: where this process runs a worker (s.Heard), it starts the run and awaits its
+// answer; where it runs none, it asks the run for its answer as it starts it (Ask). Every other
+// end of the Ask (the run refuses to answer for another use of the key, the run closed before
+// it answered, a worker without the update, Temporal unreachable, the client gone) goes the way
+// a start goes: it finds the run or starts it (Joined), so that the run has started whatever the
+// client does, and awaits the answer for what is left of the one wait. answer is what Begin
+// said, returned with a start's error.
+func Finish[P, O any](ctx context.Context, r *Runner, s *Submission, answer Answer[P], e Ending[P, O]) (Answer[P], error) {
+	waitCtx, start := ctx, e.Op.Start
+	if s.Heard == nil {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(ctx, r.SyncWait)
+		defer cancel()
+		if out, runID, err := Ask[O](waitCtx, e.Op, e.Update); err == nil {
+			return e.Asked(out, runID)
+		}
+		start = e.Op.Joined
+	}
+	run, err := start(s.Start)
+	if err != nil {
+		return answer, err
+	}
+	return e.Await(waitCtx, run)
+}
+
 // updateID names one request's update. It is never the same twice: the server answers an update
 // ID the latest run has already answered with that answer, even when that run has failed, and
 // a request after a failed run must start the run again (the ID reuse policy), not be told

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/payments/payments/rig/testenv"
 )
@@ -105,6 +106,62 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 		return env.Count(t, `SELECT count(*) FROM webhook_deliveries d JOIN events e ON e.seq = d.event_seq
 			WHERE e.id = $1 AND d.status = 'delivered'`, event) == 1
 	})
+}
+
+// TestDatabaseCutMidDelivery: PostgreSQL is cut off while the endpoint takes an event, and
+// comes back two seconds later. The batch waits for it to record the delivery instead of failing
+// and sending the event again after a backoff: the endpoint gets the event once, and the
+// delivery is recorded.
+func TestDatabaseCutMidDelivery(t *testing.T) {
+	toPostgres := testenv.NewProxy(t, testenv.PostgresAddr())
+	env := testenv.New(t, "payments_test_faults_cutdelivery", testenv.Options{DatabaseHost: toPostgres.Addr()})
+	_, apiKey := env.Owner(t)
+	accs := env.FundedAccounts(t, apiKey, 2, 100)
+
+	var mu sync.Mutex
+	got := map[string]int{}
+	var cut sync.Once
+	restored := make(chan struct{})
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got[r.Header.Get("Payments-Event-Id")]++
+		mu.Unlock()
+		cut.Do(func() { // the event has arrived; its delivery is yet to be recorded
+			toPostgres.Cut()
+			time.AfterFunc(2*time.Second, func() { toPostgres.Restore(); close(restored) })
+		})
+	}))
+	defer receiver.Close()
+	t.Cleanup(toPostgres.Restore) // before the Env stops, if the test stops early
+	if r := env.Do(t, "POST", "/v1/webhook-endpoints", apiKey, "cutdelivery-hooks",
+		fmt.Sprintf(`{"url":%q,"event_types":["transfer.completed"]}`, receiver.URL)); r.Status != http.StatusCreated {
+		t.Fatalf("POST /v1/webhook-endpoints: %d %s", r.Status, r.Body)
+	}
+	if r := env.Do(t, "POST", "/v1/transfers", apiKey, "cutdelivery-1", testenv.TransferBody(accs[0], accs[1], 10)); r.Status != http.StatusCreated {
+		t.Fatalf("transfer: %d %s", r.Status, r.Body)
+	}
+	select { // the test reads the ledger through the proxy too
+	case <-restored:
+	case <-time.After(time.Minute):
+		t.Fatal("the event never reached the endpoint")
+	}
+	var event string
+	testenv.WaitFor(t, "the delivery recorded after PostgreSQL came back", func() bool {
+		return env.Count(t, `SELECT count(*) FROM webhook_deliveries d JOIN events e ON e.seq = d.event_seq
+			WHERE e.type = 'transfer.completed' AND d.status = 'delivered' AND d.attempts = 1`) == 1
+	})
+	time.Sleep(2 * time.Second) // settle: a batch that gave up would be sending it again by now
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range got {
+		event = id
+		if n != 1 {
+			t.Errorf("event %s sent %d times; the batch should have waited out the cut to record it once", id, n)
+		}
+	}
+	if len(got) != 1 || event == "" {
+		t.Errorf("the endpoint got %v, want the one transfer's event once", got)
+	}
 }
 
 // replaceWorker kills the worker process first (SIGKILL) and starts a worker in the test's
