@@ -60,26 +60,23 @@ const memoPayoutID = "payout_id"
 
 // Submit runs the payout once per scope: claims it, starts its run (or finds it), and waits for
 // its first answer, which the run stores when it holds the money: heard in this process, asked
-// of the run by Update where this process has no worker (operation.Finish), or read from the ledger
+// of the run by Update where this process has no worker (operation.Submit), or read from the ledger
 // (a payout's run goes on for days, so its result is no answer to wait for). The error, when not
 // nil, is idempotency.ErrReused, an *operation.InUseError, an outage, or PostgreSQL's refusal
 // of a value. Like a transfer's, the claim and the start do not follow the client's context.
 func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	var in workflows.PayoutInput
-	sub, answer, done, err := operation.Begin[ledger.Payout](ctx, s.Runner, s.claim(r, &in))
-	defer sub.Close()
-	if done {
-		return answer, err
-	}
-	return operation.Finish(ctx, s.Runner, sub, answer, operation.Ending[ledger.Payout, idempotency.Response]{
-		Op: s.operation(in), Update: workflows.AnswerUpdate,
-		Asked: func(resp idempotency.Response, _ string) (Answer, error) {
-			answer.Response = resp
-			return answer, nil
-		},
-		Await: func(waitCtx context.Context, _ client.WorkflowRun) (Answer, error) {
-			return s.await(ctx, waitCtx, sub, in, answer)
-		},
+	return operation.Submit(ctx, s.Runner, s.claim(r, &in), func(sub *operation.Submission, answer Answer) operation.Ending[ledger.Payout, idempotency.Response] {
+		return operation.Ending[ledger.Payout, idempotency.Response]{
+			Op: s.operation(in), Update: workflows.AnswerUpdate,
+			Asked: func(resp idempotency.Response, _ string) (Answer, error) {
+				answer.Response = resp
+				return answer, nil
+			},
+			Await: func(waitCtx context.Context, _ client.WorkflowRun) (Answer, error) {
+				return s.await(ctx, waitCtx, sub, in, answer)
+			},
+		}
 	})
 }
 

@@ -84,23 +84,20 @@ type FailedError = operation.FailedError
 // start do not follow the client's context (operation.Submission).
 func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	var in workflows.TransferInput
-	sub, answer, done, err := operation.Begin[ledger.Transfer](ctx, s.Runner, s.claim(r, &in))
-	defer sub.Close()
-	if done {
-		return answer, err
-	}
-	return operation.Finish(ctx, s.Runner, sub, answer, operation.Ending[ledger.Transfer, workflows.TransferOutcome]{
-		Op: s.operation(in), Update: workflows.AnswerUpdate,
-		Asked: func(out workflows.TransferOutcome, runID string) (Answer, error) {
-			if !out.Status.Final() { // the run could not post it
-				return s.ended(ctx, in, runID, answer)
-			}
-			answer.Response = out.Response
-			return answer, nil
-		},
-		Await: func(waitCtx context.Context, run client.WorkflowRun) (Answer, error) {
-			return s.await(ctx, waitCtx, sub, in, run, answer)
-		},
+	return operation.Submit(ctx, s.Runner, s.claim(r, &in), func(sub *operation.Submission, answer Answer) operation.Ending[ledger.Transfer, workflows.TransferOutcome] {
+		return operation.Ending[ledger.Transfer, workflows.TransferOutcome]{
+			Op: s.operation(in), Update: workflows.AnswerUpdate,
+			Asked: func(out workflows.TransferOutcome, runID string) (Answer, error) {
+				if !out.Status.Final() { // the run could not post it
+					return s.ended(ctx, in, runID, answer)
+				}
+				answer.Response = out.Response
+				return answer, nil
+			},
+			Await: func(waitCtx context.Context, run client.WorkflowRun) (Answer, error) {
+				return s.await(ctx, waitCtx, sub, in, run, answer)
+			},
+		}
 	})
 }
 

@@ -151,10 +151,10 @@ func (s *Submission) Close() {
 	}
 }
 
-// Submit claims c and, unless its answer is stored already, listens for it in this process
+// submit claims c and, unless its answer is stored already, listens for it in this process
 // (before the start: an eager start may answer before ExecuteWorkflow returns). The error is
 // the claim's: idempotency.ErrReused, or PostgreSQL's.
-func (r *Runner) Submit(ctx context.Context, c Claim) (*Submission, error) {
+func (r *Runner) submit(ctx context.Context, c Claim) (*Submission, error) {
 	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(r.SyncWait, minStartBudget))
 	s := &Submission{Start: startCtx, done: []func(){cancel}}
 	var err error
@@ -182,17 +182,19 @@ type Answer[P any] struct {
 	ID, WorkflowID string
 }
 
-// Begin is Runner.Submit with the answer so far: done when the request is answered already, its
-// claim refused (the error, PostgreSQL's marked an outage) or the operation's answer stored.
-func Begin[P any](ctx context.Context, r *Runner, c Claim) (s *Submission, answer Answer[P], done bool, _ error) {
-	s, err := r.Submit(ctx, c)
+// Submit is one request's way through the lifecycle: it claims c and, unless that answers the
+// request (its answer stored, the claim refused: the error, PostgreSQL's marked an outage), ends
+// it as the instance says (finish), given the submission and the answer so far.
+func Submit[P, O any](ctx context.Context, r *Runner, c Claim, ending func(*Submission, Answer[P]) Ending[P, O]) (Answer[P], error) {
+	s, err := r.submit(ctx, c)
+	defer s.Close()
 	if err != nil {
-		return s, answer, true, database.Outage(err)
+		return Answer[P]{}, database.Outage(err)
 	}
-	answer = Answer[P]{ID: s.ID, WorkflowID: s.WorkflowID, Replayed: !s.Created}
+	answer := Answer[P]{ID: s.ID, WorkflowID: s.WorkflowID, Replayed: !s.Created}
 	if s.Response != nil {
 		answer.Response = *s.Response
-		return s, answer, true, nil
+		return answer, nil
 	}
-	return s, answer, false, nil
+	return finish(ctx, r, s, answer, ending(s, answer))
 }

@@ -150,14 +150,14 @@ type Ending[P, O any] struct {
 	Await  func(waitCtx context.Context, run client.WorkflowRun) (Answer[P], error)
 }
 
-// Finish ends s: where this process runs a worker (s.Heard), it starts the run and awaits its
-// answer; where it runs none, it asks the run for its answer as it starts it (Ask). Every other
-// end of the Ask (the run refuses to answer for another use of the key, the run closed before
-// it answered, a worker without the update, Temporal unreachable, the client gone) goes the way
-// a start goes: it finds the run or starts it (Joined), so that the run has started whatever the
-// client does, and awaits the answer for what is left of the one wait. answer is what Begin
-// said, returned with a start's error.
-func Finish[P, O any](ctx context.Context, r *Runner, s *Submission, answer Answer[P], e Ending[P, O]) (Answer[P], error) {
+// finish ends s (Submit): where this process runs a worker (s.Heard), it starts the run and
+// awaits its answer; where it runs none, it asks the run for its answer as it starts it (Ask).
+// Every other end of the Ask (the run refuses to answer for another use of the key, the run
+// closed before it answered, a worker without the update, Temporal unreachable, the client gone)
+// goes the way a start goes: it finds the run or starts it (Joined), so that the run has started
+// whatever the client does, and awaits the answer for what is left of the one wait. answer is
+// the answer so far, returned with a start's error.
+func finish[P, O any](ctx context.Context, r *Runner, s *Submission, answer Answer[P], e Ending[P, O]) (Answer[P], error) {
 	waitCtx, start := ctx, e.Op.Start
 	if s.Heard == nil {
 		var cancel context.CancelFunc
