@@ -1,4 +1,6 @@
-// Package webhook signs webhook deliveries and decides which URLs they may go to.
+// Package webhook signs and verifies webhooks (the deliveries to endpoints, and by the same
+// scheme under its own header and secret the bank's callbacks, package bank) and decides which
+// URLs deliveries may go to.
 package webhook
 
 import (
