@@ -4,6 +4,7 @@
 package deliveries
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/operation"
+	"github.com/payments/payments/internal/outage"
 	"github.com/payments/payments/workflows"
 )
 
@@ -89,8 +91,8 @@ func (s *Service) ensure(ctx context.Context, endpointID string) (operation.Outc
 // Wake tells the delivery workflows of endpoints that new events wait for them (the ledger's
 // Wake, after a commit). It returns at once: the signals go in the background, at most one at
 // a time per endpoint, so that a burst of events costs a few signals, not one per event. One
-// that is lost (this process stops, Temporal is unreachable) is made up for by the recovery
-// pass (ResolveStale).
+// that fails is sent again for a while; one that is lost (this process stops, Temporal is
+// unreachable for longer) is made up for by the recovery pass (ResolveStale).
 func (s *Service) Wake(endpointIDs []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -108,29 +110,45 @@ func (s *Service) Wake(endpointIDs []string) {
 }
 
 func (s *Service) signal(id string) {
+	var failing time.Time // since when the wake has failed, if it has
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := s.ensure(ctx, id)
 		cancel()
-		if err != nil && s.Log != nil {
+		retry, wait := false, wakeEvery
+		switch {
+		case err == nil:
+			failing = time.Time{}
+		case isOutage(err) && (failing.IsZero() || time.Since(failing) < wakeRetryFor): // Temporal away for a moment
+			failing, retry, wait = cmp.Or(failing, time.Now()), true, wakeRetry
+		case s.Log != nil:
 			s.Log.Warn("waking a webhook delivery workflow failed; the recovery pass will", "endpoint", id, "err", err)
 		}
 		s.mu.Lock()
-		again := s.waking[id]
-		if !again {
+		if again := s.waking[id] || retry; !again {
 			delete(s.waking, id)
 			s.mu.Unlock()
 			return
 		}
 		s.waking[id] = false
 		s.mu.Unlock()
-		time.Sleep(wakeEvery) // the run is busy delivering: what commits meanwhile it reads anyway
+		time.Sleep(wait) // the run is busy delivering: what commits meanwhile it reads anyway
 	}
 }
+
+func isOutage(err error) bool { _, ok := outage.As(err); return ok }
 
 // wakeEvery spaces the wake signals of one endpoint from one process: at most one in flight,
 // and then at most one per wakeEvery, so a run's signals stay far below Temporal's limit.
 const wakeEvery = 100 * time.Millisecond
+
+// A wake that fails (Temporal unreachable, restarting) is sent again every wakeRetry for
+// wakeRetryFor: the events it announces would otherwise wait for the recovery pass, minutes
+// away, unless another event woke the run.
+const (
+	wakeRetry    = time.Second
+	wakeRetryFor = 2 * time.Minute
+)
 
 // Delete deletes ownerID's endpoint id: its pending deliveries are canceled in the ledger, then
 // its delivery run is canceled (it would stop at its next batch anyway). ledger.ErrNotFound

@@ -20,10 +20,15 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/payments/payments/api"
 	"github.com/payments/payments/deliveries"
+	"github.com/payments/payments/internal/config"
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/rig/testenv"
 )
@@ -467,6 +472,45 @@ func TestDeadEndpointGivesUpVisiblyAndIsRerun(t *testing.T) {
 		t.Errorf("the receiver got events %v, want one event, however often", ids)
 	}
 	r.checkSignatures(t)
+}
+
+// A wake signal that fails because Temporal cannot be reached for longer than the signal's own
+// retries is sent again once it can: the event it announces is delivered within seconds of
+// Temporal coming back, not at the recovery pass, minutes later.
+func TestWakeIsSentAgainAfterATemporalBlip(t *testing.T) {
+	ownerID, key := env.Owner(t)
+	accs := env.FundedAccounts(t, key, 2, 100)
+	r := newReceiver(t, nil)
+	r.subscribe(t, env, key, "transfer.completed")
+	toTemporal := testenv.NewProxy(t, env.TemporalAddr())
+	c, err := client.Dial(client.Options{HostPort: toTemporal.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	svc := &deliveries.Service{Ledger: env.Ledger, Temporal: c, RetryFor: time.Hour}
+	l := &ledger.Ledger{DB: env.DB, Wake: svc.Wake}
+	post := func(key string) {
+		scope := idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteTransfers, Key: key}
+		p := ledger.Posting{TransferID: scope.TransferID(0), WorkflowID: scope.WorkflowID(), From: accs[0], To: accs[1],
+			AmountMinor: 1, Currency: "USD", Scope: scope, ReplayFor: config.Duration(time.Hour)}
+		if _, _, err := l.Post(context.Background(), p, api.TransferAnswer); err != nil {
+			t.Fatal(err)
+		}
+	}
+	post("wake-before")
+	testenv.WaitFor(t, "the first event delivered", func() bool { return len(r.delivered()) == 1 })
+	time.Sleep(time.Second) // settle: the run goes back to sleep, waiting for a wake
+
+	toTemporal.Cut()
+	t.Cleanup(toTemporal.Restore)
+	post("wake-blip")
+	time.Sleep(12 * time.Second) // longer than one wake's own retries (10 s): it fails meanwhile
+	if got := r.delivered(); len(got) != 1 {
+		t.Fatalf("delivered %d events while the only wake of the second could not reach Temporal, want 1", len(got))
+	}
+	toTemporal.Restore()
+	testenv.WaitFor(t, "the second event delivered after Temporal came back", func() bool { return len(r.delivered()) == 2 })
 }
 
 // TestDeletedEndpointStops: deleting an endpoint cancels its pending deliveries and its run,
