@@ -109,13 +109,18 @@ func (s *Service) Wake(endpointIDs []string) {
 	}
 }
 
+// signal sends id's wake signals for as long as Wakes keep coming: after each, it holds the
+// endpoint's slot for a spacing that grows from wakeEvery to wakeEveryBusy, and the Wakes made
+// meanwhile are one signal at its end. A spacing without a Wake ends it.
 func (s *Service) signal(id string) {
 	var failing time.Time // since when the wake has failed, if it has
+	spacing := wakeEvery
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := s.ensure(ctx, id)
 		cancel()
-		retry, wait := false, wakeEvery
+		retry, wait := false, spacing
+		spacing = min(2*spacing, wakeEveryBusy)
 		switch {
 		case err == nil:
 			failing = time.Time{}
@@ -124,6 +129,7 @@ func (s *Service) signal(id string) {
 		case s.Log != nil:
 			s.Log.Warn("waking a webhook delivery workflow failed; the recovery pass will", "endpoint", id, "err", err)
 		}
+		time.Sleep(wait) // the run is busy delivering: what commits meanwhile it reads anyway
 		s.mu.Lock()
 		if again := s.waking[id] || retry; !again {
 			delete(s.waking, id)
@@ -132,15 +138,21 @@ func (s *Service) signal(id string) {
 		}
 		s.waking[id] = false
 		s.mu.Unlock()
-		time.Sleep(wait) // the run is busy delivering: what commits meanwhile it reads anyway
 	}
 }
 
 func isOutage(err error) bool { _, ok := outage.As(err); return ok }
 
 // wakeEvery spaces the wake signals of one endpoint from one process: at most one in flight,
-// and then at most one per wakeEvery, so a run's signals stay far below Temporal's limit.
-const wakeEvery = 100 * time.Millisecond
+// and then one after wakeEvery, the next after twice that, and so on to one per wakeEveryBusy
+// while events keep coming. Each signal is an event and a workflow task in the run's history:
+// a run busy with a batch that takes minutes (its endpoint slow, PostgreSQL away) takes a few
+// hundred of them, not thousands, and a worker that has to replay the history does so in time.
+// What commits between two signals the run reads anyway: it drains the outbox, not the signals.
+const (
+	wakeEvery     = 100 * time.Millisecond
+	wakeEveryBusy = time.Second
+)
 
 // A wake that fails (Temporal unreachable, restarting) is sent again every wakeRetry for
 // wakeRetryFor: the events it announces would otherwise wait for the recovery pass, minutes

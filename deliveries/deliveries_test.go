@@ -513,6 +513,43 @@ func TestWakeIsSentAgainAfterATemporalBlip(t *testing.T) {
 	testenv.WaitFor(t, "the second event delivered after Temporal came back", func() bool { return len(r.delivered()) == 2 })
 }
 
+// Events that keep coming to one endpoint from one process cost its run about one wake signal a
+// second, not one per event or per 100 ms: each signal is a workflow task in the run's history,
+// which a worker that lost its cache must replay within the task's timeout. Every event is
+// delivered all the same: the run drains the outbox, not the signals.
+func TestBusyEndpointIsWokenAboutOnceASecond(t *testing.T) {
+	ownerID, key := env.Owner(t)
+	accs := env.FundedAccounts(t, key, 2, 1000)
+	r := newReceiver(t, nil)
+	endpoint := r.subscribe(t, env, key, "transfer.completed")
+	svc := &deliveries.Service{Ledger: env.Ledger, Temporal: env.Temporal, RetryFor: time.Hour}
+	l := &ledger.Ledger{DB: env.DB, Wake: svc.Wake}
+	const span, every = 4 * time.Second, 20 * time.Millisecond
+	n := 0
+	for start := time.Now(); time.Since(start) < span; n++ {
+		scope := idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteTransfers, Key: fmt.Sprintf("busy-%d", n)}
+		p := ledger.Posting{TransferID: scope.TransferID(0), WorkflowID: scope.WorkflowID(), From: accs[0], To: accs[1],
+			AmountMinor: 1, Currency: "USD", Scope: scope, ReplayFor: config.Duration(time.Hour)}
+		if _, _, err := l.Post(context.Background(), p, api.TransferAnswer); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(every)
+	}
+	testenv.WaitFor(t, "every event delivered", func() bool { return len(r.delivered()) == n })
+	time.Sleep(2 * time.Second) // settle: the last signals land
+	signals := 0
+	for _, e := range env.History(t, "webhook-delivery/"+endpoint, "") {
+		if e.GetEventType() == enums.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
+			signals++
+		}
+	}
+	// One a second over the span, the first few seconds' faster ones (0.1 s, 0.2 s, 0.4 s, 0.8 s)
+	// and the one that starts the run; one per 100 ms would be 40.
+	if limit := int(span/time.Second) + 6; signals > limit {
+		t.Errorf("%d wake signals for %d events over %s from one process, want at most %d", signals, n, span, limit)
+	}
+}
+
 // TestDeletedEndpointStops: deleting an endpoint cancels its pending deliveries and its run,
 // and later events are not queued for it.
 func TestDeletedEndpointStops(t *testing.T) {

@@ -13,12 +13,14 @@ import (
 
 // WebhookInput is what an endpoint's delivery workflow takes: the endpoint, how long an event
 // the endpoint does not take is tried again before the run gives up, and, carried across
-// continue-as-new, since when the event it is stuck on has been failing.
+// continue-as-new, the event it is stuck on, since when it has been failing and how many
+// attempts it has had from this run and the runs it continued.
 type WebhookInput struct {
 	EndpointID   string
 	RetryFor     config.Duration
 	FailingSince time.Time
 	Attempt      int
+	FailingEvent string `json:",omitempty"`
 }
 
 // Search attributes of a delivery workflow: its endpoint, and the event type and HTTP status of
@@ -82,7 +84,7 @@ func WebhookDelivery(ctx workflow.Context, in WebhookInput) error {
 			return nil
 		}
 		if b.Delivered > 0 && in.Attempt > 0 { // the event it was stuck on went through
-			in.FailingSince, in.Attempt = time.Time{}, 0
+			in.FailingSince, in.Attempt, in.FailingEvent = time.Time{}, 0, ""
 			_ = workflow.UpsertTypedSearchAttributes(ctx, WebhookStatus.ValueSet(int64(b.Status)))
 		}
 		if b.Failed != nil {
@@ -107,9 +109,17 @@ func WebhookDelivery(ctx workflow.Context, in WebhookInput) error {
 }
 
 // retryLater records an attempt that did not deliver and waits before the next one, or gives up
-// when the event has been failing for retryFor.
+// when the event has been failing for retryFor. The backoff and the retryFor are the event's:
+// an event that fails after another one went through, in an attempt of the batch that did not
+// return it (its worker died, PostgreSQL was away), starts from the first wait.
 func retryLater(ctx workflow.Context, in *WebhookInput, f activities.WebhookAttempt, retryFor time.Duration) error {
 	now := workflow.Now(ctx)
+	if workflow.GetVersion(ctx, perEventBackoffChange, workflow.DefaultVersion, 1) == 1 {
+		if in.FailingEvent != "" && in.FailingEvent != f.EventID {
+			in.FailingSince, in.Attempt = time.Time{}, 0
+		}
+		in.FailingEvent = f.EventID
+	}
 	if in.FailingSince.IsZero() {
 		in.FailingSince = now
 	}
@@ -126,6 +136,11 @@ func retryLater(ctx workflow.Context, in *WebhookInput, f activities.WebhookAtte
 		Summary: fmt.Sprintf("%s not delivered (%s); next attempt in %s", f.EventID, f.Error, wait),
 	}).Get(ctx, nil)
 }
+
+// perEventBackoffChange gates the backoff kept per event (retryLater): before it, a run's
+// attempts added up across events that failed one after another without a batch returning a
+// delivery between them, and an event could wait an hour before its first retry.
+const perEventBackoffChange = "webhook-backoff-per-event"
 
 // WebhookBackoff is the wait before attempt n+1 of an event that attempt n did not deliver:
 // 1 s, 2 s, 4 s, … at most an hour.

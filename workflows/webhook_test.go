@@ -98,6 +98,40 @@ func TestDeliveryRecoversThenEndsWhenDeleted(t *testing.T) {
 	}
 }
 
+// An event refused after the one before it went through in a batch attempt that never returned
+// (its worker died after recording the delivery, and the retry started at the next event) has
+// a streak of its own: it waits 1 s, not the wait the event before it had grown to, and the
+// RetryFor it is given up after is counted from its own first refusal.
+func TestBackoffIsPerEventAcrossALostBatch(t *testing.T) {
+	env, _ := newWebhookEnv()
+	calls := 0
+	var at []time.Time
+	env.OnActivity(a.DeliverWebhooks, mock.Anything, "we_1").Return(func(context.Context, string) (activities.WebhookBatch, error) {
+		calls++
+		at = append(at, env.Now())
+		switch calls {
+		case 1, 2, 3, 4, 5:
+			return notTaken, nil
+		case 6: // evt_1 was delivered by an attempt that died; this one finds evt_2 first
+			b := notTaken
+			b.Failed = &activities.WebhookAttempt{EventID: "evt_2", EventType: "transfer.completed", Status: 500, Error: "answered 500"}
+			return b, nil
+		case 7:
+			return activities.WebhookBatch{Delivered: 1, Status: 200}, nil
+		default:
+			return activities.WebhookBatch{Deleted: true}, nil
+		}
+	})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(WakeSignal, nil) }, time.Hour)
+	env.ExecuteWorkflow(WebhookDelivery, WebhookInput{EndpointID: "we_1", RetryFor: config.Duration(40 * time.Second)})
+	if err := env.GetWorkflowError(); err != nil || calls != 8 {
+		t.Fatalf("workflow error %v after %d batches, want none after 8 (evt_2 given up on evt_1's clock?)", err, calls)
+	}
+	if wait := at[6].Sub(at[5]); wait != time.Second {
+		t.Errorf("evt_2, refused once, waited %s before its next attempt, want 1s (evt_1 had reached 16s)", wait)
+	}
+}
+
 // A backlog is drained a full batch after another without waiting for a signal, and the run
 // continues as new before its history grows past webhookBatchesPerRun batches.
 func TestDeliveryDrainsABacklogAndContinuesAsNew(t *testing.T) {
