@@ -65,6 +65,8 @@ func (s *Service) Start(ctx context.Context, endpointID string) error {
 func (s *Service) start(ctx context.Context, endpointID string) (operation.Outcome, error) {
 	opts := s.Options(endpointID)
 	opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
+	// Told, not handed the closed run as though it had started (the SDK's default).
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	_, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.WebhookDelivery, s.input(endpointID))
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
@@ -188,9 +190,35 @@ func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (op
 	}
 	for _, id := range ids {
 		outcome, err := s.ensure(ctx, id)
+		if err == nil && outcome == operation.Stopped {
+			outcome, err = s.restartCompleted(ctx, id)
+		}
 		res.Note("endpoint "+id, outcome, err)
 	}
 	return res, res.Err(nil)
+}
+
+// restartCompleted starts endpointID's delivery workflow again if its latest run completed: a
+// run completes only when it finds its endpoint deleted, and this one is not (ResolveStale
+// lists only endpoints that exist), so nothing else would ever deliver its events. A run that
+// gave up or was canceled stays stopped, for `payments rerun failed` or a Reset.
+func (s *Service) restartCompleted(ctx context.Context, endpointID string) (operation.Outcome, error) {
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, WorkflowID(endpointID), "")
+	if err != nil {
+		return "", operation.TemporalError(err)
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		return operation.Stopped, nil
+	}
+	opts := s.Options(endpointID)
+	opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+	if _, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.WebhookDelivery, s.input(endpointID)); err != nil {
+		return "", operation.TemporalError(err)
+	}
+	if s.Log != nil {
+		s.Log.Warn("a webhook delivery workflow had completed while its endpoint exists; started again", "endpoint", endpointID)
+	}
+	return operation.Started, nil
 }
 
 // RerunFailed finds the delivery workflows whose latest run failed (gave up on an event), was

@@ -550,6 +550,47 @@ func TestBusyEndpointIsWokenAboutOnceASecond(t *testing.T) {
 	}
 }
 
+// A delivery run that completed while its endpoint still exists (it took the endpoint for
+// deleted) leaves that endpoint's events to no one: the recovery pass starts it again, and the
+// events it had missed are delivered.
+func TestRecoveryStartsARunThatCompletedWhileItsEndpointExists(t *testing.T) {
+	ownerID, key := env.Owner(t)
+	accs := env.FundedAccounts(t, key, 2, 100)
+	r := newReceiver(t, nil)
+	endpoint := r.subscribe(t, env, key, "transfer.completed")
+	svc := &deliveries.Service{Ledger: env.Ledger, Temporal: env.Temporal, RetryFor: time.Hour}
+	l := &ledger.Ledger{DB: env.DB, Wake: svc.Wake}
+	post := func(key string) {
+		scope := idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteTransfers, Key: key}
+		p := ledger.Posting{TransferID: scope.TransferID(0), WorkflowID: scope.WorkflowID(), From: accs[0], To: accs[1],
+			AmountMinor: 1, Currency: "USD", Scope: scope, ReplayFor: config.Duration(time.Hour)}
+		if _, _, err := l.Post(context.Background(), p, api.TransferAnswer); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setDeleted := func(deleted bool) {
+		if _, err := env.DB.Exec(context.Background(), `UPDATE webhook_endpoints SET deleted_at = CASE WHEN $2 THEN now() END WHERE id = $1`,
+			endpoint, deleted); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setDeleted(true)
+	svc.Wake([]string{endpoint})
+	testenv.WaitFor(t, "the run completed", func() bool {
+		return describe(t, endpoint).GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	})
+	setDeleted(false)
+	post("after-completed")
+	time.Sleep(2 * time.Second) // settle: the wake finds the run closed and starts nothing
+	if got := r.delivered(); len(got) != 0 {
+		t.Fatalf("%d events delivered with the run completed, want 0 (the premise)", len(got))
+	}
+	if tally, err := svc.ResolveStale(context.Background(), 0); err != nil || tally.Started != 1 {
+		t.Fatalf("recovery pass: %+v, %v; want one run started", tally, err)
+	}
+	testenv.WaitFor(t, "the missed event delivered after the recovery pass", func() bool { return len(r.delivered()) == 1 })
+}
+
 // TestDeletedEndpointStops: deleting an endpoint cancels its pending deliveries and its run,
 // and later events are not queued for it.
 func TestDeletedEndpointStops(t *testing.T) {

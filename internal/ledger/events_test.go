@@ -326,6 +326,46 @@ func TestEndpointsGetTheEventsThatCommitWhileTheyExist(t *testing.T) {
 	}
 }
 
+// An attempt recorded twice (its first update committed and its answer was lost, or two attempts
+// of a batch ran at once) is not taken for a canceled delivery, which would end the endpoint's
+// delivery run as though the endpoint were deleted; a delivery canceled with its endpoint is.
+func TestAnAttemptRecordedTwiceIsNotACancel(t *testing.T) {
+	ctx := context.Background()
+	accs := ownersAccounts(t, 1)
+	owner := ownerOf(t, accs[0])
+	id := ledger.NewID("we_")
+	if err := l.InTx(ctx, func(tx pgx.Tx) error {
+		_, err := ledger.CreateEndpoint(ctx, tx, owner, ledger.Endpoint{ID: id, URL: "https://example.com/hook",
+			EventTypes: []string{"*"}, Secret: "whsec_test"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, _, err := l.Post(ctx, posting(accs[0], accs[1], 1), api.TransferAnswer); err != nil {
+			t.Fatal(err)
+		}
+	}
+	due, err := l.PendingDeliveries(ctx, id, 10)
+	if err != nil || len(due) != 2 {
+		t.Fatalf("%d deliveries pending (%v), want 2", len(due), err)
+	}
+	for try := range 2 {
+		if canceled, err := l.RecordAttempt(ctx, id, due[0].Seq, true, 200, ""); err != nil || canceled {
+			t.Fatalf("recording a delivery, time %d: canceled %v, %v; want not canceled", try+1, canceled, err)
+		}
+	}
+	if err := l.DeleteEndpoint(ctx, owner, id); err != nil {
+		t.Fatal(err)
+	}
+	if canceled, err := l.RecordAttempt(ctx, id, due[1].Seq, true, 200, ""); err != nil || !canceled {
+		t.Fatalf("recording a delivery of a deleted endpoint: canceled %v, %v; want canceled", canceled, err)
+	}
+	if n := count(t, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'delivered'`, id); n != 1 {
+		t.Errorf("%d deliveries delivered, want 1", n)
+	}
+}
+
 // deliveredTo is the objects of the events queued for endpoint, whatever became of them.
 func deliveredTo(t *testing.T, endpoint string) map[string]bool {
 	t.Helper()

@@ -161,14 +161,24 @@ func (l *Ledger) PendingDeliveries(ctx context.Context, endpoint string, limit i
 
 // RecordAttempt records one attempt to deliver event seq to endpoint: delivered (a 2xx), or not,
 // with the HTTP status (0 when none came) and what went wrong. A delivery canceled meanwhile
-// (its endpoint deleted) stays canceled, and canceled is false only then.
+// (its endpoint deleted) stays canceled, and canceled is true then and only then; one recorded
+// already is left as it was recorded.
 func (l *Ledger) RecordAttempt(ctx context.Context, endpoint string, seq int64, delivered bool, status int, problem string) (canceled bool, err error) {
 	tag, err := l.DB.Exec(ctx, `UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = NULLIF($4, 0),
 			last_error = NULLIF($5, ''),
 			status = CASE WHEN $3 THEN 'delivered' ELSE status END,
 			delivered_at = CASE WHEN $3 THEN now() END
 		WHERE endpoint_id = $1 AND event_seq = $2 AND status = 'pending'`, endpoint, seq, delivered, status, problem)
-	return err == nil && tag.RowsAffected() == 0, err
+	if err != nil || tag.RowsAffected() > 0 {
+		return false, err
+	}
+	// Not pending any more: canceled with its endpoint, or recorded already, by this very
+	// update whose answer was lost (PostgreSQL cut off after the commit, and the update sent
+	// again), or by another attempt of the batch (one on a worker presumed dead that was only
+	// paused). Only the first ends the endpoint's run.
+	var now string
+	err = l.DB.QueryRow(ctx, `SELECT status FROM webhook_deliveries WHERE endpoint_id = $1 AND event_seq = $2`, endpoint, seq).Scan(&now)
+	return now == "canceled", err
 }
 
 // EndpointsBehind returns the endpoints, not deleted, with a delivery pending since longer than
