@@ -61,14 +61,20 @@ func TestMetadataIsTheClientsAndPartOfTheRequest(t *testing.T) {
 		t.Fatalf("the transfer.completed event does not carry the metadata: %s", ev.Body)
 	}
 
-	// The Temporal UI: in the memo, not in the search attributes or the summary.
+	// The Temporal UI: in the memo, sealed (read with the keys, not without), and not in the
+	// search attributes or the summary.
 	desc, err := env.Temporal.DescribeWorkflowExecution(context.Background(), tr["workflow_id"].(string), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
-	if memo := info.GetMemo().GetFields()["metadata"]; memo == nil || !strings.Contains(string(memo.GetData()), personal) {
-		t.Fatalf("the memo holds no metadata: %v", info.GetMemo())
+	memo := info.GetMemo().GetFields()["metadata"]
+	var shown map[string]string
+	if err := testenv.Converter.FromPayload(memo, &shown); err != nil || shown["note"] != personal {
+		t.Fatalf("the memo read with the keys holds %v (%v), want the metadata", shown, err)
+	}
+	if strings.Contains(memo.String(), "Jane") {
+		t.Fatalf("the memo holds the metadata in the clear: %v", memo)
 	}
 	for name, p := range info.GetSearchAttributes().GetIndexedFields() {
 		if strings.Contains(string(p.GetData()), "Jane") {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/payments/payments/activities"
@@ -33,6 +34,9 @@ type Settings struct {
 	RetryFor time.Duration // PAYMENTS_TRANSFER_RETRY_FOR
 	Bank     config.Bank
 	Webhooks config.Webhooks
+	// Converter is the Temporal client's data converter (the payload codec's): what the
+	// services read of runs (memos, inputs to rerun) is read with it.
+	Converter converter.DataConverter
 }
 
 // App is the system's parts on one database and one Temporal client.
@@ -57,16 +61,16 @@ func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listen
 		s.Webhooks.Timeout = 10 * time.Second
 	}
 	l := &ledger.Ledger{DB: db}
-	hooks := &deliveries.Service{Ledger: l, Temporal: c, RetryFor: s.Webhooks.RetryFor, Log: log}
+	hooks := &deliveries.Service{Ledger: l, Temporal: c, Converter: s.Converter, RetryFor: s.Webhooks.RetryFor, Log: log}
 	l.Wake = hooks.Wake
-	runner := &operation.Runner{Client: c, Claims: l, TaskQueue: workflows.TaskQueue, SyncWait: s.SyncWait,
+	runner := &operation.Runner{Client: c, Converter: s.Converter, Claims: l, TaskQueue: workflows.TaskQueue, SyncWait: s.SyncWait,
 		Eager: listener != nil, Listener: listener}
 	return &App{
 		Ledger: l, Temporal: c, settings: s, log: log, listener: listener,
 		Transfers: &transfers.Service{Runner: runner, Ledger: l, Answer: api.TransferAnswer, TTL: s.TTL, RetryFor: s.RetryFor},
 		Payouts: &payouts.Service{Runner: runner, Ledger: l, TTL: s.TTL, RetryFor: s.RetryFor,
 			BankRetryFor: s.Bank.RetryFor, PollAfter: s.Bank.PollAfter, ReturnWindow: s.Bank.ReturnWindow},
-		Payins:   &payins.Service{Temporal: c, RetryFor: s.RetryFor},
+		Payins:   &payins.Service{Temporal: c, Converter: s.Converter, RetryFor: s.RetryFor},
 		Webhooks: hooks,
 		Bank:     &bank.HTTP{BaseURL: s.Bank.URL},
 	}

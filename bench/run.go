@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/payments/payments/api"
 	"github.com/payments/payments/app"
@@ -27,9 +28,10 @@ import (
 
 // Target is the running system: its HTTP API, and the PostgreSQL and Temporal it uses.
 type Target struct {
-	API      string
-	DB       *pgxpool.Pool
-	Temporal client.Client
+	API       string
+	DB        *pgxpool.Pool
+	Temporal  client.Client
+	Converter converter.DataConverter // Temporal's (app.Settings.Converter)
 }
 
 // Results is one run, as printed and as written to JSON for comparison between runs.
@@ -155,7 +157,7 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(r.cfg.Progress, "==> Opening and funding %d accounts for owner %s\n", 2*r.cfg.Clients+2, r.ownerID)
-	svc := app.New(r.t.DB, r.t.Temporal, app.Settings{SyncWait: time.Minute, TTL: 24 * time.Hour, RetryFor: 2 * time.Minute}, nil, nil).Transfers
+	svc := app.New(r.t.DB, r.t.Temporal, app.Settings{SyncWait: time.Minute, TTL: 24 * time.Hour, RetryFor: 2 * time.Minute, Converter: r.t.Converter}, nil, nil).Transfers
 	open := func(amount int64) (string, error) {
 		acc, err := ledger.CreateAccount(ctx, r.t.DB, ledger.NewID("acc_"), r.ownerID, "USD", "bench", nil)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/keyring"
 	"github.com/payments/payments/rig/cluster"
 	"github.com/payments/payments/rig/proxy"
 	"github.com/payments/payments/rig/supervise"
@@ -85,8 +86,10 @@ func startSystem(ctx context.Context, dir, bin, root string, out io.Writer) (_ *
 
 	step(out, "Starting a Temporal cluster on it (four service processes; the first time, a minute)")
 	_, port, _ := net.SplitHostPort(s.pg.Addr())
+	codecKeys := keyring.Generate("chaos") // the run's own: its processes seal what they write to Temporal
+	keys, _ := keyring.Parse(codecKeys)
 	if s.temporal, err = cluster.Start(ctx, cluster.Options{Root: root, DBHost: "127.0.0.1", DBPort: port, DBUser: "postgres",
-		FrontendPort: -1, LogDir: dir, Shards: 4, DBMaxConns: 20}); err != nil {
+		FrontendPort: -1, LogDir: dir, Shards: 4, DBMaxConns: 20, Keys: keys}); err != nil {
 		return nil, err
 	}
 
@@ -97,7 +100,7 @@ func startSystem(ctx context.Context, dir, bin, root string, out io.Writer) (_ *
 	common := []string{
 		"DATABASE_URL=postgres://postgres@" + s.dbProxy.Addr() + "/payments?sslmode=disable&pool_max_conns=10",
 		"TEMPORAL_ADDRESS=" + s.temporal.FrontendHostPort(),
-		"PAYMENTS_BANK_URL=" + s.bankURL, "PAYMENTS_BANK_SECRET=" + bankSecret,
+		"PAYMENTS_BANK_URL=" + s.bankURL, "PAYMENTS_BANK_SECRET=" + bankSecret, "PAYMENTS_CODEC_KEYS=" + codecKeys,
 		// Short waits, so that a run drains in seconds: an answer after 2s is a 202 the client
 		// asks again about; a payout asks the bank after 2s without a callback, and its return
 		// window closes after 3s.

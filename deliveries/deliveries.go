@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/ledger"
@@ -24,10 +25,11 @@ import (
 
 // Service starts, wakes, stops and re-runs the endpoints' delivery workflows.
 type Service struct {
-	Ledger   *ledger.Ledger
-	Temporal client.Client
-	RetryFor time.Duration // PAYMENTS_WEBHOOK_RETRY_FOR
-	Log      *slog.Logger
+	Ledger    *ledger.Ledger
+	Temporal  client.Client
+	Converter converter.DataConverter // Temporal's data converter: reads a run's input to rerun it
+	RetryFor  time.Duration           // PAYMENTS_WEBHOOK_RETRY_FOR
+	Log       *slog.Logger
 
 	mu     sync.Mutex
 	waking map[string]bool // endpoints with a wake signal on its way; true: send another after it
@@ -231,5 +233,5 @@ func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(
 		in = s.input(in.EndpointID)
 		return operation.Operation{Options: s.Options(in.EndpointID), Workflow: workflows.WebhookDelivery, Input: in, ID: in.EndpointID}, err
 	}
-	return operation.RerunFailed(ctx, s.Temporal, "WebhookDelivery", since, decode, nil, report)
+	return operation.RerunFailed(ctx, s.Temporal, s.Converter, "WebhookDelivery", since, decode, nil, report)
 }

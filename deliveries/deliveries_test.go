@@ -483,7 +483,7 @@ func TestWakeIsSentAgainAfterATemporalBlip(t *testing.T) {
 	r := newReceiver(t, nil)
 	r.subscribe(t, env, key, "transfer.completed")
 	toTemporal := testenv.NewProxy(t, env.TemporalAddr())
-	c, err := client.Dial(client.Options{HostPort: toTemporal.Addr()})
+	c, err := client.Dial(testenv.ClientOptions(toTemporal.Addr()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/config"
@@ -22,8 +23,9 @@ import (
 
 // Service receives payins.
 type Service struct {
-	Temporal client.Client
-	RetryFor time.Duration // how long crediting retries technical failures
+	Temporal  client.Client
+	Converter converter.DataConverter // Temporal's data converter: reads a run's input to rerun it
+	RetryFor  time.Duration           // how long crediting retries technical failures
 }
 
 // Receive starts the payin of a verified credit.received event, once: the workflow ID is the
@@ -73,7 +75,7 @@ func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(
 		err := input(&in)
 		return operation.Operation{Options: s.Options(in), Workflow: workflows.Payin, Input: in, ID: in.BankEventID}, err
 	}
-	return operation.RerunFailed(ctx, s.Temporal, "Payin", since, decode, func(run client.WorkflowRun, r *operation.Rerun) {
+	return operation.RerunFailed(ctx, s.Temporal, s.Converter, "Payin", since, decode, func(run client.WorkflowRun, r *operation.Rerun) {
 		var out workflows.PayinOutcome
 		if err := run.Get(ctx, &out); err != nil {
 			r.Outcome, r.Detail = "failed", err.Error()

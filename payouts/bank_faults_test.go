@@ -77,7 +77,7 @@ func downTooLong(t *testing.T, c customer, idem string) string {
 // (app) with the Env's settings, its RerunFailed.
 func rerunFailed(t *testing.T, since time.Time) []operation.Rerun {
 	t.Helper()
-	services := app.New(env.DB, env.Temporal, app.Settings{SyncWait: 10 * time.Second, TTL: 24 * time.Hour, RetryFor: 2 * time.Minute,
+	services := app.New(env.DB, env.Temporal, app.Settings{Converter: testenv.Converter, SyncWait: 10 * time.Second, TTL: 24 * time.Hour, RetryFor: 2 * time.Minute,
 		Bank: config.Bank{URL: env.Bank.URL, Secret: testenv.BankSecret, RetryFor: 2 * time.Second, PollAfter: 200 * time.Millisecond,
 			ReturnWindow: 5 * time.Second}}, slog.New(slog.DiscardHandler), nil)
 	var reran []operation.Rerun
@@ -214,7 +214,7 @@ func TestCallbackBeforeTheFirstAnswer(t *testing.T) {
 	c := newCustomer(t, env, 1_000)
 	ctx := context.Background()
 	toTemporal := testenv.NewProxy(t, env.TemporalAddr())
-	temporal, err := client.Dial(client.Options{HostPort: toTemporal.Addr()}) // connected before the replies are held
+	temporal, err := client.Dial(testenv.ClientOptions(toTemporal.Addr())) // connected before the replies are held
 	if err != nil {
 		t.Fatal(err)
 	}

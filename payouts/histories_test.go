@@ -69,7 +69,7 @@ func TestRecordHistories(t *testing.T) {
 	}
 	env.RecordHistory(t, testenv.PayoutHistory, "bank-down", wf("rec-rerun"), env.LatestRun(t, wf("rec-rerun")))
 	env.Bank.SetFaults(t, map[string]any{"error_rate": 0})
-	services := app.New(env.DB, env.Temporal, app.Settings{RetryFor: time.Minute, SyncWait: time.Second,
+	services := app.New(env.DB, env.Temporal, app.Settings{Converter: testenv.Converter, RetryFor: time.Minute, SyncWait: time.Second,
 		Bank: config.Bank{URL: env.Bank.URL, RetryFor: 2 * time.Second, PollAfter: 200 * time.Millisecond, ReturnWindow: 5 * time.Second}}, nil, nil)
 	if err := services.Payouts.RerunFailed(context.Background(), time.Time{}, func(operation.Rerun) {}); err != nil {
 		t.Fatal(err)

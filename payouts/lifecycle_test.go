@@ -518,8 +518,10 @@ func TestPayoutMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()["metadata"]; m == nil || !strings.Contains(string(m.GetData()), "INV-7") {
-		t.Fatalf("memo: %v", desc.GetWorkflowExecutionInfo().GetMemo())
+	m := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()["metadata"]
+	var shown map[string]string
+	if err := testenv.Converter.FromPayload(m, &shown); err != nil || !strings.Contains(fmt.Sprint(shown), "INV-7") || strings.Contains(m.String(), "INV-7") {
+		t.Fatalf("memo %v, read with the keys %v (%v): want the metadata sealed", m, shown, err)
 	}
 	for name, p := range desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields() {
 		if strings.Contains(string(p.GetData()), "INV-7") {

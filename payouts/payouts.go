@@ -220,7 +220,7 @@ func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(
 		err := input(&in)
 		return s.operation(in), err
 	}
-	return operation.RerunFailed(ctx, s.Runner.Client, "Payout", since, decode, nil, report)
+	return operation.RerunFailed(ctx, s.Runner.Client, s.Runner.Converter, "Payout", since, decode, nil, report)
 }
 
 // ResolveStale makes sure every payout still processing olderThan after its claim has a run

@@ -21,7 +21,7 @@ func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(
 		err := input(&in)
 		return s.operation(in), err
 	}
-	return operation.RerunFailed(ctx, s.Runner.Client, "Transfer", since, decode, func(run client.WorkflowRun, r *operation.Rerun) {
+	return operation.RerunFailed(ctx, s.Runner.Client, s.Runner.Converter, "Transfer", since, decode, func(run client.WorkflowRun, r *operation.Rerun) {
 		var out workflows.TransferOutcome
 		if err := run.Get(ctx, &out); err != nil {
 			r.Outcome, r.Detail = "failed", err.Error()

@@ -24,6 +24,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/payments/payments/activities"
+	"github.com/payments/payments/internal/codec"
+	"github.com/payments/payments/internal/keyring"
 	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/workflows"
 )
@@ -56,9 +58,18 @@ func registerWorkflows(r sdkworker.WorkflowRegistry) {
 // ReplayHistory replays a workflow history exported as JSON (`temporal workflow show --output
 // json`, or the Web UI's download) against the workflow code of this build. An error means the
 // code would not reproduce that execution: a change that breaks running workflows. The SDK's
-// message names the history event where replay diverged.
-func ReplayHistory(file string) error {
-	r := sdkworker.NewWorkflowReplayer()
+// message names the history event where replay diverged. Payloads sealed by the payload codec
+// are opened with keys (PAYMENTS_CODEC_KEYS); those of histories from before it need none.
+func ReplayHistory(file string, keys *keyring.Ring) error {
+	var opts sdkworker.WorkflowReplayerOptions
+	if keys != nil {
+		opts.DataConverter = codec.DataConverter(keys)
+		opts.FailureConverter = codec.FailureConverter(opts.DataConverter)
+	}
+	r, err := sdkworker.NewWorkflowReplayerWithOptions(opts)
+	if err != nil {
+		return err
+	}
 	registerWorkflows(r)
 	return r.ReplayWorkflowHistoryFromJSONFile(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), file)
 }

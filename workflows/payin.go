@@ -19,10 +19,10 @@ type PayinInput struct {
 // PayinOutcome is what a payin workflow returns: the payin, credited or unmatched.
 type PayinOutcome = activities.Credited
 
-// PayinSummary is the one line the Temporal UI shows for a payin.
+// PayinSummary is the one line the Temporal UI shows for a payin: the amount, the currency and
+// the bank event, never the account number the money was sent to (contract §10).
 func PayinSummary(in PayinInput) string {
-	return fmt.Sprintf("payin of %s %s minor for account number %s (bank event %s)", groupThousands(in.AmountMinor),
-		in.Currency, in.AccountNumber, in.BankEventID)
+	return fmt.Sprintf("payin of %s %s minor (bank event %s)", groupThousands(in.AmountMinor), in.Currency, in.BankEventID)
 }
 
 // Payin credits money that arrived through the bank, once per bank event: the workflow ID is the

@@ -109,10 +109,10 @@ func PayoutSearchAttributes(in PayoutInput) temporal.SearchAttributes {
 	)
 }
 
-// PayoutSummary is the one line the Temporal UI shows for a payout.
+// PayoutSummary is the one line the Temporal UI shows for a payout: ids, the amount and the
+// currency, never the destination (contract §10: a summary is listed, and not encrypted).
 func PayoutSummary(in PayoutInput) string {
-	return fmt.Sprintf("payout of %s %s minor from %s to %s at %s", groupThousands(in.AmountMinor), in.Currency,
-		in.AccountID, in.Destination.AccountNumber, in.Destination.BankCode)
+	return fmt.Sprintf("payout %s of %s %s minor from %s", in.PayoutID, groupThousands(in.AmountMinor), in.Currency, in.AccountID)
 }
 
 // Payout moves money out through the bank. It holds the money (a local activity, answered at

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/payments/payments/internal/config"
+	"github.com/payments/payments/rig/testenv"
 	"github.com/payments/payments/worker"
 	"github.com/payments/payments/workflows"
 )
@@ -27,7 +28,7 @@ func histories(t *testing.T, pattern string) []string {
 // Every committed history, from before and after each change, replays against this code.
 func TestCommittedHistoriesReplay(t *testing.T) {
 	for _, f := range histories(t, "*.json") {
-		if err := worker.ReplayHistory(f); err != nil {
+		if err := worker.ReplayHistory(f, testenv.Keys); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
@@ -107,4 +108,17 @@ func sameFields(a, b []byte) bool {
 		}
 	}
 	return true
+}
+
+// A history written with the payload codec replays with the keys it was sealed with, and without
+// them does not even decode: what Temporal keeps of a run is not readable without the keys.
+func TestEncryptedHistoryReplaysWithItsKeysOnly(t *testing.T) {
+	const encrypted = "webhook-gave-up-v5.json" // recorded under testenv.CodecKeys
+	f := histories(t, encrypted)[0]
+	if err := worker.ReplayHistory(f, testenv.Keys); err != nil {
+		t.Fatalf("%s with its keys: %v", f, err)
+	}
+	if err := worker.ReplayHistory(f, nil); err == nil {
+		t.Fatalf("%s replayed without its keys", f)
+	}
 }

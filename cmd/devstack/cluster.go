@@ -29,11 +29,12 @@ func runCluster(ctx context.Context) error {
 	if os.Getenv("DATABASE_URL") == "" {
 		os.Setenv("DATABASE_URL", "postgres://postgres@localhost:5432/"+clusterDatabase+"?sslmode=disable")
 	}
-	cfg, err := config.FromEnv()
+	codecAddr, err := codecSettings(clusterDir, strconv.Itoa(clusterUIPort))
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(clusterDir, 0o755); err != nil {
+	cfg, err := config.FromEnv()
+	if err != nil {
 		return err
 	}
 	db, err := prepareDatabase(ctx, cfg.DatabaseURL)
@@ -51,7 +52,8 @@ func runCluster(ctx context.Context) error {
 		return err
 	}
 	c, err := cluster.Start(ctx, cluster.Options{Root: root, DBHost: pg.Hostname(), DBPort: portOr(pg, "5432"), DBUser: pg.User.Username(),
-		UIPort: clusterUIPort, LogDir: clusterDir, Out: os.Stdout, PprofPort: pprofPort()})
+		UIPort: clusterUIPort, LogDir: clusterDir, Out: os.Stdout, PprofPort: pprofPort(),
+		Keys: cfg.Temporal.Keys, CodecEndpoint: localURL(codecAddr)})
 	if err != nil {
 		return fmt.Errorf("the Temporal cluster: %w (is `make run` or another Temporal on port 7233 or 8233? logs in %s)", err, clusterDir)
 	}
@@ -63,6 +65,11 @@ func runCluster(ctx context.Context) error {
 	if err := buildPayments(ctx, makeRun.payments); err != nil {
 		return err
 	}
+	stopCodec, err := startCodecServer(makeRun.payments, clusterDir, codecAddr)
+	if err != nil {
+		return err
+	}
+	defer stopCodec()
 	apis, workers := clusterProcesses()
 	step("Starting the bank simulator (%s, mild faults; state and log in %s)", cfg.Bank.URL, clusterDir)
 	stopBank, err := startBank(makeRun.payments, clusterDir, localURL(apis[0].addr)+"/v1/bank/events")

@@ -12,11 +12,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	"github.com/payments/payments/internal/auth"
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/keyring"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/rig/devserver"
 	"github.com/payments/payments/rig/supervise"
@@ -99,6 +102,10 @@ func (s stack) run(ctx context.Context) error {
 	// may aim at local services (PAYMENTS_WEBHOOK_ALLOW_INSECURE).
 	apiAddr := setDefault("PAYMENTS_HTTP_ADDR", loopback(s.apiPort))
 	setDefault("PAYMENTS_METRICS_ADDR", loopback(config.MetricsPort))
+	codecAddr, err := codecSettings(s.data, s.uiPort)
+	if err != nil {
+		return err
+	}
 	cfg, err := config.FromEnv()
 	if err != nil {
 		return err
@@ -112,16 +119,14 @@ func (s stack) run(ctx context.Context) error {
 	temporalAddr := loopback(s.temporalPort)
 	ui := localURL(loopback(s.uiPort))
 	step("Starting the Temporal dev server (gRPC %s, Web UI %s, state in %s/)", temporalAddr, ui, s.data)
-	if err := os.MkdirAll(s.data, 0o755); err != nil {
-		return err
-	}
 	logFile, err := os.OpenFile(filepath.Join(s.data, "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
 	dev, err := devserver.Start(ctx, devserver.Options{Binary: s.temporal,
-		HostPort: temporalAddr, UIPort: s.uiPort, DBFile: filepath.Join(s.data, "temporal.db"), Log: logFile})
+		HostPort: temporalAddr, UIPort: s.uiPort, DBFile: filepath.Join(s.data, "temporal.db"), Log: logFile,
+		Keys: cfg.Temporal.Keys, CodecEndpoint: localURL(codecAddr)})
 	if err != nil {
 		return fmt.Errorf("Temporal dev server: %w (is something else on port %s or %s? see %s)", err, s.temporalPort, s.uiPort,
 			filepath.Join(s.data, "temporal.log"))
@@ -143,6 +148,12 @@ func (s stack) run(ctx context.Context) error {
 		return err
 	}
 	defer stopBank()
+
+	stopCodec, err := startCodecServer(s.payments, s.data, codecAddr)
+	if err != nil {
+		return err
+	}
+	defer stopCodec()
 
 	step("Starting the API and the worker (payments serve on %s)", apiAddr)
 	cmd := exec.Command(s.payments, "serve")
@@ -320,6 +331,7 @@ Payments is running. Ctrl-C stops everything.
 
   API          %[1]s            (contract: %[1]s/openapi.yaml)
   Temporal UI  %[8]s   (workflows: %[8]s/namespaces/default/workflows)
+  Codec        %[10]s   (payloads are encrypted; the UI decodes them here: contract §10)
   Bank         %[6]s   (simulator: docs/bank.md; its statement: %[6]s/payments)
 %[7]s
   Demo API keys
@@ -347,7 +359,7 @@ Payments is running. Ctrl-C stops everything.
 
     curl -s '%[1]s/v1/events?limit=5' -H 'Authorization: Bearer %[2]s'
 
-`, base, demo[0].key, accounts["alice"], demo[1].key, accounts["bob"], bankURL, more, ui, envFile)
+`, base, demo[0].key, accounts["alice"], demo[1].key, accounts["bob"], bankURL, more, ui, envFile, localURL(os.Getenv("PAYMENTS_CODEC_ADDR")))
 }
 
 // redact shows where a database URL points without its password.
@@ -357,4 +369,55 @@ func redact(url string) string {
 		return "DATABASE_URL"
 	}
 	return fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+}
+
+// codecSettings sets what the processes of the stack seal their Temporal payloads with, unless
+// the user's environment says: the keys kept under dir (codecKeys), the codec server's address,
+// which it returns, and the origins of the Web UI on uiPort, the only ones it answers browsers from.
+func codecSettings(dir, uiPort string) (addr string, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if os.Getenv("PAYMENTS_CODEC_KEYS") == "" {
+		keys, err := codecKeys(dir)
+		if err != nil {
+			return "", err
+		}
+		os.Setenv("PAYMENTS_CODEC_KEYS", keys)
+	}
+	setDefault("PAYMENTS_CODEC_UI_ORIGINS", localURL(loopback(uiPort))+",http://localhost:"+uiPort)
+	return setDefault("PAYMENTS_CODEC_ADDR", config.DefaultCodecAddr), nil
+}
+
+// startCodecServer starts `payments codec-server` on addr, logging under dir.
+func startCodecServer(bin, dir, addr string) (stop func(), err error) {
+	log := filepath.Join(dir, "codec.log")
+	step("Starting the codec server (%s: the Web UI decodes the encrypted payloads through it; log in %s)", addr, log)
+	codecServer, err := startLogged(log, bin, nil, "codec-server")
+	if err != nil {
+		return nil, fmt.Errorf("starting the codec server: %w", err)
+	}
+	return func() {
+		step("Stopping the codec server")
+		_ = codecServer.Stop(5 * time.Second)
+	}, nil
+}
+
+// codecKeysFile keeps the payload codec's key of `make run` (PAYMENTS_CODEC_KEYS), made once:
+// the histories in the dev server's state are sealed with it, and read with it after a restart.
+const codecKeysFile = "codec-keys"
+
+// codecKeys returns the keys kept under dir, making a key there the first time.
+func codecKeys(dir string) (string, error) {
+	file := filepath.Join(dir, codecKeysFile)
+	b, err := os.ReadFile(file)
+	if err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	keys := keyring.Generate("dev-" + time.Now().UTC().Format("20060102"))
+	step("Generating the payload codec's key into %s (kept: the dev server's histories are sealed with it)", file)
+	return keys, os.WriteFile(file, []byte(keys+"\n"), 0o600)
 }

@@ -2,11 +2,18 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -14,14 +21,21 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/payments/payments/rig/supervise"
 	"github.com/payments/payments/rig/testenv"
 )
 
-// make run listens on loopback only: every socket its processes (the dev server and its UI,
-// the bank simulator, payments serve) listen on, on the ports it was given or any other, is on
-// 127.0.0.1 or ::1. Its demo keys are well known and its webhooks may aim at local services.
-func TestMakeRunListensOnLoopbackOnly(t *testing.T) {
+// make run, as a newcomer starts it. It listens on loopback only: every socket its processes
+// (the dev server and its UI, the codec server, the bank simulator, payments serve) listen on,
+// on the ports it was given or any other, is on 127.0.0.1 or ::1; its demo keys are well known
+// and its webhooks may aim at local services. And what it writes to Temporal is sealed: the
+// Web UI, in a real browser, shows a payout's destination decoded, while the history read
+// without the keys does not hold it.
+func TestMakeRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	url, err := testenv.FreshDatabase(ctx, "payments_test_devstack")
@@ -31,13 +45,14 @@ func TestMakeRunListensOnLoopbackOnly(t *testing.T) {
 	// The variables make run sets for its processes, unset as in a newcomer's shell (and
 	// restored after the test); the addresses the test gives are its own ports.
 	for _, name := range []string{"PAYMENTS_HTTP_ADDR", "PAYMENTS_METRICS_ADDR", "TEMPORAL_ADDRESS", "PAYMENTS_BANK_SECRET",
-		"PAYMENTS_WEBHOOK_ALLOW_INSECURE"} {
+		"PAYMENTS_WEBHOOK_ALLOW_INSECURE", "PAYMENTS_CODEC_KEYS", "PAYMENTS_CODEC_ADDR", "PAYMENTS_CODEC_UI_ORIGINS"} {
 		t.Setenv(name, "")
 		os.Unsetenv(name)
 	}
 	t.Setenv("DATABASE_URL", url)
-	bankPort := freePort(t)
+	bankPort, codecPort := freePort(t), freePort(t)
 	t.Setenv("PAYMENTS_BANK_URL", "http://localhost:"+bankPort)
+	t.Setenv("PAYMENTS_CODEC_ADDR", "127.0.0.1:"+codecPort)
 	ready := make(chan struct{})
 	s := stack{data: t.TempDir(), temporal: filepath.Join(testenv.RepoRoot(), "bin", "temporal"),
 		payments: filepath.Join(t.TempDir(), "payments"), apiPort: freePort(t), temporalPort: freePort(t), uiPort: freePort(t),
@@ -58,11 +73,15 @@ func TestMakeRunListensOnLoopbackOnly(t *testing.T) {
 		t.Errorf("%s: %v\n%s", demoEnv, err, b)
 	}
 	listening := listeningSockets(t, childPids(t))
-	for _, port := range []string{s.apiPort, s.temporalPort, s.uiPort, bankPort} {
+	for _, port := range []string{s.apiPort, s.temporalPort, s.uiPort, bankPort, codecPort} {
 		if !listening[port] {
 			t.Errorf("nothing of make run's listens on port %s; its sockets: %v", port, listening)
 		}
 	}
+	if info, err := os.Stat(filepath.Join(s.data, codecKeysFile)); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("the codec key under %s: %v, %v; want it kept, mode 0600", s.data, info, err)
+	}
+	t.Run("the UI decodes what Temporal holds sealed", func(t *testing.T) { uiDecodes(t, s) })
 	cancel()
 	select {
 	case err := <-done:
@@ -185,4 +204,153 @@ func TestMakeRunClusterListensOnLoopbackOnly(t *testing.T) {
 	if len(apis) != 2 || len(workers) != 2 {
 		t.Errorf("%d APIs and %d workers, want 2 and 2", len(apis), len(workers))
 	}
+}
+
+// uiDecodes makes a payout on the stack s runs and reads its destination, an account number, in
+// the Web UI's page of the payout's run, rendered by headless Chromium, which decodes through
+// the codec server; the history fetched without the codec must not hold it.
+func uiDecodes(t *testing.T, s stack) {
+	web := openBrowser(t)
+	demo := readEnv(t, filepath.Join(s.data, demoEnv))
+	const accountNumber = "000987650042"
+	body := `{"account_id":"` + demo["ALICE_ACC"] + `","amount_minor":500,"currency":"USD",` +
+		`"destination":{"account_number":"` + accountNumber + `","bank_code":"BANKUS33"}}`
+	req, _ := http.NewRequest("POST", "http://127.0.0.1:"+s.apiPort+"/v1/payouts", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+demo["KEY"])
+	req.Header.Set("Idempotency-Key", "ui-decodes")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var po struct {
+		WorkflowID string `json:"workflow_id"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err := json.Unmarshal(b, &po); err != nil || resp.StatusCode != http.StatusCreated || po.WorkflowID == "" {
+		t.Fatalf("POST /v1/payouts: %d %s", resp.StatusCode, b)
+	}
+
+	// Without the codec: the history, as whoever reads Temporal's database or API sees it.
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + s.temporalPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var raw strings.Builder
+	var runID string
+	it := c.GetWorkflowHistory(context.Background(), po.WorkflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := e.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+			runID = a.GetOriginalExecutionRunId()
+		}
+		j, _ := protojson.Marshal(e)
+		raw.Write(j)
+	}
+	if runID == "" || strings.Contains(raw.String(), accountNumber) ||
+		strings.Contains(raw.String(), base64.StdEncoding.EncodeToString([]byte(`"` + accountNumber))[:12]) {
+		t.Fatalf("the history read without the keys holds the destination (or has no start): %.2000s", raw.String())
+	}
+
+	// With it: the Web UI, in a browser, asks the codec server and shows the input as JSON.
+	page := fmt.Sprintf("http://127.0.0.1:%s/namespaces/default/workflows/%s/%s/history", s.uiPort, url.PathEscape(po.WorkflowID), runID)
+	web.call(t, "POST", "/url", map[string]any{"url": page}, nil)
+	var text string
+	testenv.WaitFor(t, "the payout's page in the Web UI showing the destination decoded", func() bool {
+		web.call(t, "POST", "/execute/sync", map[string]any{"script": "return document.body.innerText", "args": []any{}}, &text)
+		return strings.Contains(text, accountNumber)
+	})
+}
+
+// browser is a WebDriver session of headless Chromium (Debian's chromium and chromium-driver,
+// which .ci/run installs), driven through chromedriver's HTTP protocol.
+type browser struct{ base string }
+
+// openBrowser starts chromedriver on a free loopback port and a session in it, both ended with
+// t. Without the packages the test is skipped, except in CI, where it fails.
+func openBrowser(t *testing.T) *browser {
+	t.Helper()
+	for _, bin := range []string{"/usr/bin/chromium", "/usr/bin/chromedriver"} {
+		if _, err := os.Stat(bin); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("no %s: .ci/run installs Debian's chromium and chromium-driver", bin)
+			}
+			t.Skipf("no %s (apt-get install chromium chromium-driver) to open the Web UI in", bin)
+		}
+	}
+	port := freePort(t)
+	driver, err := supervise.Start(exec.Command("/usr/bin/chromedriver", "--port="+port, "--allowed-ips=127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = driver.Kill() })
+	b := &browser{base: "http://127.0.0.1:" + port}
+	if err := supervise.WaitReady(context.Background(), "chromedriver", 30*time.Second, 100*time.Millisecond, driver.Err,
+		supervise.HTTPReady(b.base+"/status")); err != nil {
+		t.Fatal(err)
+	}
+	var session struct {
+		SessionID string `json:"sessionId"`
+	}
+	b.call(t, "POST", "", map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
+		"goog:chromeOptions": map[string]any{"binary": "/usr/bin/chromium", "args": []string{"--headless", "--no-sandbox",
+			"--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update",
+			"--disable-sync", "--user-data-dir=" + t.TempDir()}}}}}, &session)
+	b.base += "/session/" + session.SessionID
+	t.Cleanup(func() { b.call(t, "DELETE", "", nil, nil) })
+	return b
+}
+
+// call sends a WebDriver command (path under the session; "" for the session itself) and reads
+// its value into out, when not nil.
+func (b *browser) call(t *testing.T, method, path string, in, out any) {
+	t.Helper()
+	var body io.Reader
+	if in != nil {
+		j, _ := json.Marshal(in)
+		body = bytes.NewReader(j)
+	}
+	base := b.base
+	if method == "POST" && path == "" { // a new session
+		base += "/session"
+	}
+	req, _ := http.NewRequest(method, base+path, body)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		t.Fatalf("WebDriver %s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("WebDriver %s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	if out == nil {
+		return
+	}
+	var v struct{ Value json.RawMessage }
+	if err := json.Unmarshal(raw, &v); err != nil || json.Unmarshal(v.Value, out) != nil {
+		t.Fatalf("WebDriver %s %s: %s", method, path, raw)
+	}
+}
+
+// readEnv reads a file of NAME=value lines (demo.env).
+func readEnv(t *testing.T, file string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "="); ok {
+			vars[k] = strings.Trim(v, `'"`)
+		}
+	}
+	return vars
 }

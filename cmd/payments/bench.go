@@ -48,7 +48,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 
 	res, err := bench.Run(ctx, bench.Config{Clients: *clients, Duration: *duration, Sequential: *sequential,
 		Only: list(*only), CPUOf: list(*cpuOf), Topology: *topology, Progress: stdout},
-		bench.Target{API: strings.TrimSuffix(*api, "/"), DB: d.db, Temporal: d.temporal})
+		bench.Target{API: strings.TrimSuffix(*api, "/"), DB: d.db, Temporal: d.temporal, Converter: d.dc})
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,7 @@ var commands = []command{
 	{"reconcile", "", "check every ledger invariant; exit 1 when any is broken", runReconcile},
 	{"bench", "", "bench [--api URL] [--clients N] [--duration D] [--json FILE]: measure what a transfer costs", runBench},
 	{"rerun", "failed", "rerun failed [--since D] [--dry-run]: run failed, terminated or timed-out transfers, payouts, payins and webhook deliveries again", runRerun},
+	{"codec-server", "", "serve Temporal's remote codec protocol (PAYMENTS_CODEC_KEYS) for the Web UI and the CLI", runCodecServer},
 	{"replay", "history", "replay history FILE.json…: check that histories replay against this build", runReplay},
 	{"banksim", "", "run the bank simulator (docs/bank.md)", runBanksim},
 	{"chaos", "", "chaos [--seeds 1,2,3] [--ops N] [--clients N] [--keep]: seeded chaos runs on the production topology (docs/reliability.md)", runChaos},

@@ -18,6 +18,7 @@ import (
 	tallyprom "github.com/uber-go/tally/v4/prometheus"
 	"go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
+	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/payments/payments/api"
@@ -35,6 +36,7 @@ type deps struct {
 	log      *slog.Logger
 	db       *pgxpool.Pool
 	temporal client.Client
+	dc       converter.DataConverter // temporal's: the payload codec's when PAYMENTS_CODEC_KEYS is set
 }
 
 func open(ctx context.Context, lazyTemporal bool) (*deps, error) {
@@ -43,6 +45,10 @@ func open(ctx context.Context, lazyTemporal bool) (*deps, error) {
 		return nil, usagef("%v", err)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if cfg.Temporal.Keys == nil {
+		log.Warn("PAYMENTS_CODEC_KEYS is not set: what this process writes to Temporal (inputs, results, memos) is readable " +
+			"by whoever reads Temporal's database or its UI; set it (docs/security.md)")
+	}
 	db, err := database.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
@@ -66,7 +72,7 @@ func open(ctx context.Context, lazyTemporal bool) (*deps, error) {
 		return nil, fmt.Errorf("Temporal is not reachable at %s (namespace %s): %v; start it (make run does) or set TEMPORAL_ADDRESS",
 			cfg.Temporal.Address, cfg.Temporal.Namespace, err)
 	}
-	return &deps{cfg: cfg, log: log, db: db, temporal: c}, nil
+	return &deps{cfg: cfg, log: log, db: db, temporal: c, dc: opts.DataConverter}, nil
 }
 
 // sdkMetrics reports the Temporal SDK's own metrics (polls, task latencies, activity and
@@ -91,7 +97,7 @@ func (d *deps) close() {
 // (app.New).
 func (d *deps) app(listener *operation.Listener) *app.App {
 	return app.New(d.db, d.temporal, app.Settings{SyncWait: d.cfg.SyncWait, TTL: d.cfg.IdempotencyTTL, RetryFor: d.cfg.RetryFor,
-		Bank: d.cfg.Bank, Webhooks: d.cfg.Webhooks}, d.log, listener)
+		Bank: d.cfg.Bank, Webhooks: d.cfg.Webhooks, Converter: d.dc}, d.log, listener)
 }
 
 func runAPI(ctx context.Context, args []string, _ io.Writer) error {

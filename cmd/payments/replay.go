@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/worker"
 )
 
@@ -47,9 +48,13 @@ func replayHistory(files []string, stdout io.Writer) error {
 			return usagef("replay history: %s is not a workflow history (temporal workflow show --output json): %v", file, err)
 		}
 	}
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return usagef("%v", err)
+	}
 	failed := 0
 	for _, file := range files {
-		if err := worker.ReplayHistory(file); err != nil {
+		if err := worker.ReplayHistory(file, cfg.Temporal.Keys); err != nil {
 			failed++
 			fmt.Fprintf(stdout, "FAIL  %s: %v\n", file, err)
 			continue

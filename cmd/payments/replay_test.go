@@ -149,6 +149,7 @@ func TestReplayHistoryCommand(t *testing.T) {
 	if len(files) < 4 {
 		t.Fatalf("%d histories under %s, want the completed, rejected, failed and re-run paths", len(files), testenv.HistoriesDir())
 	}
+	t.Setenv("PAYMENTS_CODEC_KEYS", testenv.CodecKeys) // the keys the encrypted ones were recorded with
 	var out bytes.Buffer
 	if err := dispatch(context.Background(), append([]string{"replay", "history"}, files...), &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())

@@ -4,7 +4,10 @@ package config
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
+
+	"github.com/payments/payments/internal/keyring"
 )
 
 // Config is the whole configuration; every field has a default that works with `make run`.
@@ -18,7 +21,20 @@ type Config struct {
 	Temporal       Temporal
 	Bank           Bank
 	Webhooks       Webhooks
+	CodecServer    CodecServer
 }
+
+// CodecServer says where `payments codec-server` listens and whom it answers (contract §10).
+type CodecServer struct {
+	Addr  string // PAYMENTS_CODEC_ADDR
+	Token string // PAYMENTS_CODEC_TOKEN: the bearer token every request must carry, if set
+	// PAYMENTS_CODEC_UI_ORIGINS: the Web UI's origins, comma-separated, the only ones a browser
+	// may call it from
+	UIOrigins []string
+}
+
+// DefaultCodecAddr is PAYMENTS_CODEC_ADDR's default: loopback.
+const DefaultCodecAddr = Loopback + ":8089"
 
 // Webhooks says how events are delivered to clients' endpoints (docs/contract.md §7).
 type Webhooks struct {
@@ -46,6 +62,9 @@ type Temporal struct {
 	TLSKey    string
 	TLSCA     string // CA bundle of a server certificate not in the system roots
 	TLSServer string // server name to verify, when it differs from the address
+	// Keys (PAYMENTS_CODEC_KEYS) seal every payload written to Temporal and open what was
+	// sealed (internal/codec); nil when the variable is not set.
+	Keys *keyring.Ring
 }
 
 // The ports the processes listen on, on every interface unless PAYMENTS_HTTP_ADDR and
@@ -77,8 +96,15 @@ func FromEnv() (Config, error) {
 			TLSServer: os.Getenv("TEMPORAL_TLS_SERVER_NAME"),
 		},
 		Bank: Bank{URL: env("PAYMENTS_BANK_URL", "http://localhost:8090"), Secret: os.Getenv("PAYMENTS_BANK_SECRET")},
+		CodecServer: CodecServer{Addr: env("PAYMENTS_CODEC_ADDR", DefaultCodecAddr), Token: os.Getenv("PAYMENTS_CODEC_TOKEN"),
+			UIOrigins: strings.Split(env("PAYMENTS_CODEC_UI_ORIGINS", "http://"+Loopback+":8233,http://localhost:8233"), ",")},
 	}
 	var err error
+	if keys := os.Getenv("PAYMENTS_CODEC_KEYS"); keys != "" {
+		if c.Temporal.Keys, err = keyring.Parse(keys); err != nil {
+			return c, fmt.Errorf("PAYMENTS_CODEC_KEYS: %w", err)
+		}
+	}
 	for _, d := range []struct {
 		name string
 		def  time.Duration

@@ -7,13 +7,16 @@ import (
 	"os"
 
 	"go.temporal.io/sdk/client"
+
+	"github.com/payments/payments/internal/codec"
 )
 
 // ClientOptions turns the Temporal settings into SDK client options: plain gRPC for a dev server,
 // TLS with a client certificate (mTLS) for a self-hosted cluster or Temporal Cloud, or TLS with
-// an API key for Temporal Cloud.
+// an API key for Temporal Cloud; every payload and failure sealed with Keys, when set.
 func (t Temporal) ClientOptions() (client.Options, error) {
 	opts := client.Options{HostPort: t.Address, Namespace: t.Namespace}
+	codec.Configure(&opts, t.Keys)
 	if t.TLSCert == "" && t.TLSCA == "" && t.APIKey == "" {
 		return opts, nil
 	}

@@ -64,7 +64,7 @@ func (o Operation) Classify(ctx context.Context) (Classified, error) {
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	switch {
-	case Memo(info, o.MemoKey) != o.ID:
+	case Memo(o.Converter, info, o.MemoKey) != o.ID:
 		return Classified{Standing: NoRun}, nil
 	case info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		return Classified{Standing: Open}, nil

@@ -39,10 +39,10 @@ func isDryRun(ctx context.Context) bool { return ctx.Value(dryRunKey{}) != nil }
 // terminated or timed out (and closed after since, when since is not zero), once
 // each, in turn (Restart), and reports each: finish, when not nil, waits for a run started
 // again and completes its report.
-func RerunFailed(ctx context.Context, c client.Client, workflowType string, since time.Time,
+func RerunFailed(ctx context.Context, c client.Client, dc converter.DataConverter, workflowType string, since time.Time,
 	decode func(input func(valuePtr any) error) (Operation, error), finish func(client.WorkflowRun, *Rerun), report func(Rerun)) error {
 	return eachFailed(ctx, c, workflowType, since, func(id string) {
-		run, r := Restart(ctx, c, id, decode)
+		run, r := Restart(ctx, c, dc, id, decode)
 		if run != nil && finish != nil {
 			finish(run, &r)
 		}
@@ -97,7 +97,7 @@ func eachListed(ctx context.Context, c client.Client, query, what string, f func
 // run failed, was terminated or timed out (and ctx is not DryRun); decode reads the input into the caller's type and
 // returns the operation to start with it. The new run is returned for the caller to wait on,
 // or nil with the Rerun saying why nothing was started.
-func Restart(ctx context.Context, c client.Client, workflowID string, decode func(input func(valuePtr any) error) (Operation, error)) (client.WorkflowRun, Rerun) {
+func Restart(ctx context.Context, c client.Client, dc converter.DataConverter, workflowID string, decode func(input func(valuePtr any) error) (Operation, error)) (client.WorkflowRun, Rerun) {
 	r := Rerun{WorkflowID: workflowID, Outcome: "error"}
 	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
 	if err != nil {
@@ -106,7 +106,7 @@ func Restart(ctx context.Context, c client.Client, workflowID string, decode fun
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	op, err := decode(func(valuePtr any) error {
-		return startInput(ctx, c, workflowID, info.GetExecution().GetRunId(), valuePtr)
+		return startInput(ctx, c, dc, workflowID, info.GetExecution().GetRunId(), valuePtr)
 	})
 	if err != nil {
 		r.Detail = err.Error()
@@ -143,8 +143,8 @@ func rerunnable(st enums.WorkflowExecutionStatus) bool {
 		st == enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT
 }
 
-// startInput reads the input a run was started with from its first history event.
-func startInput(ctx context.Context, c client.Client, workflowID, runID string, valuePtr any) error {
+// startInput reads the input a run was started with from its first history event, with dc.
+func startInput(ctx context.Context, c client.Client, dc converter.DataConverter, workflowID, runID string, valuePtr any) error {
 	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
 		return errors.New("empty history")
@@ -157,5 +157,5 @@ func startInput(ctx context.Context, c client.Client, workflowID, runID string, 
 	if attrs == nil {
 		return errors.New("the history does not start with WorkflowExecutionStarted")
 	}
-	return converter.GetDefaultDataConverter().FromPayloads(attrs.GetInput(), valuePtr)
+	return orDefault(dc).FromPayloads(attrs.GetInput(), valuePtr)
 }

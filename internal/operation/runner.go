@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/payments/payments/internal/database"
@@ -20,6 +21,7 @@ import (
 // rerun. One runner serves every kind.
 type Runner struct {
 	Client    client.Client
+	Converter converter.DataConverter // Client's data converter (Operation.Converter)
 	Claims    Claims
 	TaskQueue string
 	// SyncWait is how long a submission waits for the answer; the claim and the start together
@@ -58,7 +60,8 @@ type Run struct {
 // its memo naming the operation, its claim locked and withdrawn through r.Claims.
 func (r *Runner) Operation(run Run) Operation {
 	return Operation{
-		Client: r.Client,
+		Client:    r.Client,
+		Converter: r.Converter,
 		Options: client.StartWorkflowOptions{
 			ID:                    run.Scope.WorkflowID(),
 			TaskQueue:             r.TaskQueue,

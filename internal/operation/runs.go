@@ -19,13 +19,16 @@ import (
 
 // Operation is an operation to run once under a workflow ID.
 type Operation struct {
-	Client   client.Client
-	Options  client.StartWorkflowOptions // ID, task queue, attributes; Start adds the memo
-	Workflow any
-	Input    any
-	MemoKey  string // the memo field naming the operation, e.g. "transfer_id"
-	Kind     Kind   // what the operation makes
-	ID       string // the operation's id (a transfer's, a payout's), the memo's value
+	Client client.Client
+	// Converter reads what Client's runs hold (their memos): Client's data converter, the
+	// payload codec's (nil: the SDK's default).
+	Converter converter.DataConverter
+	Options   client.StartWorkflowOptions // ID, task queue, attributes; Start adds the memo
+	Workflow  any
+	Input     any
+	MemoKey   string // the memo field naming the operation, e.g. "transfer_id"
+	Kind      Kind   // what the operation makes
+	ID        string // the operation's id (a transfer's, a payout's), the memo's value
 	// Lock runs f while holding the lock of the operation's claim, so that of the starters of
 	// one use of a key, one starts its run after an earlier use's.
 	Lock func(ctx context.Context, f func() error) error
@@ -174,7 +177,7 @@ func (o Operation) ownRun(ctx context.Context) (client.WorkflowRun, error) {
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	switch {
-	case Memo(info, o.MemoKey) == o.ID:
+	case Memo(o.Converter, info, o.MemoKey) == o.ID:
 		return o.Client.GetWorkflow(ctx, o.Options.ID, info.GetExecution().GetRunId()), nil
 	case info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		return nil, &InUseError{Kind: o.Kind, ID: o.ID, WorkflowID: o.Options.ID, EarlierUse: true}
@@ -183,13 +186,21 @@ func (o Operation) ownRun(ctx context.Context) (client.WorkflowRun, error) {
 	}
 }
 
-// Memo is the value of a run's memo field key (the operation it runs), or "".
-func Memo(info *workflowpb.WorkflowExecutionInfo, key string) string {
+// Memo is the value of a run's memo field key (the operation it runs), or "", read with dc.
+func Memo(dc converter.DataConverter, info *workflowpb.WorkflowExecutionInfo, key string) string {
 	var id string
 	if p := info.GetMemo().GetFields()[key]; p != nil {
-		_ = converter.GetDefaultDataConverter().FromPayload(p, &id)
+		_ = orDefault(dc).FromPayload(p, &id)
 	}
 	return id
+}
+
+// orDefault is dc, or the SDK's default converter when dc is nil.
+func orDefault(dc converter.DataConverter) converter.DataConverter {
+	if dc == nil {
+		return converter.GetDefaultDataConverter()
+	}
+	return dc
 }
 
 // TemporalError marks err as a Temporal outage when it says Temporal could not be reached or

@@ -28,6 +28,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/payments/payments/internal/codec"
+	"github.com/payments/payments/internal/keyring"
 	"github.com/payments/payments/rig/supervise"
 	"github.com/payments/payments/workflows"
 )
@@ -52,8 +54,10 @@ type Options struct {
 	UIPort                   int    // the Web UI's port; 0 runs no UI
 	LogDir                   string // where each process logs (LogPrefix+"temporal-<service>.log"); empty discards the logs
 	LogPrefix                string
-	Out                      io.Writer // progress; nil is silent
-	PprofPort                int       // when not 0, the i-th of Services serves Go profiles on 127.0.0.1:PprofPort+i
+	Keys                     *keyring.Ring // what the client it dials seals payloads with; nil: none
+	CodecEndpoint            string        // the codec server the UI decodes payloads through, if any
+	Out                      io.Writer     // progress; nil is silent
+	PprofPort                int           // when not 0, the i-th of Services serves Go profiles on 127.0.0.1:PprofPort+i
 }
 
 // Cluster is a running cluster.
@@ -321,7 +325,9 @@ const readyWithin = 2 * time.Minute
 func (c *Cluster) dial(ctx context.Context) (cl client.Client, err error) {
 	err = supervise.WaitReady(ctx, "the Temporal frontend at "+c.hostPort, readyWithin, 200*time.Millisecond, c.anyExited,
 		func(ctx context.Context) (err error) {
-			cl, err = client.DialContext(ctx, client.Options{HostPort: c.hostPort, Namespace: c.opts.Namespace, Logger: quiet{}})
+			opts := client.Options{HostPort: c.hostPort, Namespace: c.opts.Namespace, Logger: quiet{}}
+			codec.Configure(&opts, c.opts.Keys)
+			cl, err = client.DialContext(ctx, opts)
 			return err
 		})
 	return cl, err
@@ -415,7 +421,8 @@ func (c *Cluster) startUI() error {
 	}
 	c.step("Starting the Temporal UI (http://localhost:%d)", c.opts.UIPort)
 	cmd := exec.Command(bin, "--root", c.opts.Root, "--config", filepath.Join("deploy", "temporal", "ui"), "--env", "cluster", "start")
-	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+c.hostPort, "TEMPORAL_UI_PORT="+strconv.Itoa(c.opts.UIPort))
+	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+c.hostPort, "TEMPORAL_UI_PORT="+strconv.Itoa(c.opts.UIPort),
+		"TEMPORAL_CODEC_ENDPOINT="+c.opts.CodecEndpoint)
 	if c.opts.LogDir != "" {
 		f, err := os.OpenFile(filepath.Join(c.opts.LogDir, c.opts.LogPrefix+"temporal-ui.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {

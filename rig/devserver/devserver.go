@@ -15,6 +15,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/payments/payments/internal/codec"
+	"github.com/payments/payments/internal/keyring"
 	"github.com/payments/payments/rig/supervise"
 	"github.com/payments/payments/workflows"
 )
@@ -42,6 +44,10 @@ type Options struct {
 	UIPort   string // empty means no Web UI
 	DBFile   string // SQLite file for state that survives restarts; empty keeps it in memory
 	Log      io.Writer
+	Keys     *keyring.Ring // what the client it dials seals payloads with (PAYMENTS_CODEC_KEYS); nil: none
+	// CodecEndpoint is the codec server the Web UI decodes payloads through (payments
+	// codec-server), if any.
+	CodecEndpoint string
 }
 
 // Server is a running dev server, a child of this process that dies with it (see supervise.Start).
@@ -87,7 +93,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", o.Binary, err)
 	}
-	c, err := dial(ctx, proc, client.Options{HostPort: hostPort, Namespace: namespace, Logger: quiet{}})
+	opts := client.Options{HostPort: hostPort, Namespace: namespace, Logger: quiet{}}
+	codec.Configure(&opts, o.Keys)
+	c, err := dial(ctx, proc, opts)
 	if err != nil {
 		_ = proc.Kill()
 		return nil, err
@@ -115,6 +123,9 @@ func serverArgs(o Options, host, port string) []string {
 	}
 	if o.UIPort != "" {
 		args = append(args, "--ui-port", o.UIPort)
+	}
+	if o.UIPort != "" && o.CodecEndpoint != "" {
+		args = append(args, "--ui-codec-endpoint", o.CodecEndpoint)
 	}
 	names := make([]string, 0, len(workflows.SearchAttributeTypes))
 	for name := range workflows.SearchAttributeTypes {

@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/payments/payments/internal/codec"
 	"github.com/payments/payments/rig/testenv"
 )
 
@@ -379,7 +380,8 @@ func postedBy(t *testing.T, env *testenv.Env, id, firstPrefix, second string) {
 		}
 		if m := ev.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == "LocalActivity" &&
 			slices.ContainsFunc(m.GetDetails()["data"].GetPayloads(), func(p *commonpb.Payload) bool {
-				return strings.Contains(string(p.GetData()), `"PostTransfer"`)
+				opened, err := codec.Codec{Ring: testenv.Keys}.Decode([]*commonpb.Payload{p}) // sealed by the workers
+				return err == nil && strings.Contains(string(opened[0].GetData()), `"PostTransfer"`)
 			}) {
 			markers++
 			if by := completedBy[m.GetWorkflowTaskCompletedEventId()]; by != second {

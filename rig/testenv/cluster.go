@@ -41,7 +41,7 @@ func (e *Env) startCluster(ctx context.Context, name string) error {
 		// Few connections: a package may run two Envs, each with its own cluster, beside the
 		// APIs and workers, on PostgreSQL's 100.
 		FrontendPort: -1, DBMaxConns: 3, VisibilityDBMaxConns: 1, Retention: 24 * time.Hour,
-		LogDir: os.Getenv("PAYMENTS_TEST_LOGS"), LogPrefix: name + "-"}
+		LogDir: os.Getenv("PAYMENTS_TEST_LOGS"), LogPrefix: name + "-", Keys: Keys}
 	if o.LogDir != "" {
 		if err := os.MkdirAll(o.LogDir, 0o755); err != nil {
 			return err

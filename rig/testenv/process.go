@@ -60,7 +60,8 @@ func (e *Env) Process(t testing.TB, bin, temporalAddr string, args []string, env
 	// A worker's metrics listen on a free loopback port unless env says where: never on every
 	// interface (the default :9090), and never on another package's.
 	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+e.URL+"&pool_max_conns=4", "TEMPORAL_ADDRESS="+temporalAddr,
-		"PAYMENTS_BANK_URL="+e.bankURL, "PAYMENTS_BANK_SECRET="+BankSecret, "PAYMENTS_METRICS_ADDR="+FreeAddr()), env...)
+		"PAYMENTS_BANK_URL="+e.bankURL, "PAYMENTS_BANK_SECRET="+BankSecret, "PAYMENTS_METRICS_ADDR="+FreeAddr(),
+		"PAYMENTS_CODEC_KEYS="+CodecKeys), env...)
 	logs := &lockedBuffer{}
 	cmd.Stderr = logs
 	proc, err := supervise.Start(cmd)

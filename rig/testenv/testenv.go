@@ -99,7 +99,7 @@ func Start(ctx context.Context, name string, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	e := &Env{URL: url, minTTL: new(time.Duration), devOptions: devserver.Options{
-		Binary: filepath.Join(RepoRoot(), "bin", "temporal"), DBFile: o.TemporalState}}
+		Binary: filepath.Join(RepoRoot(), "bin", "temporal"), DBFile: o.TemporalState, Keys: Keys}}
 	e.database, _ = databaseName(name)
 	defer func() {
 		if err != nil {
@@ -245,7 +245,8 @@ func (e *Env) settings(o Options) app.Settings {
 		Bank: config.Bank{URL: e.bankURL, Secret: BankSecret, RetryFor: or(o.BankRetryFor, 2*time.Second),
 			PollAfter: or(o.BankPollAfter, 200*time.Millisecond), ReturnWindow: or(o.ReturnWindow, 5*time.Second)},
 		Webhooks: config.Webhooks{RetryFor: or(o.WebhookRetryFor, 72*time.Hour), Timeout: or(o.WebhookTimeout, 2*time.Second),
-			AllowInsecure: !o.WebhookSecure, LoopbackOnly: true}}
+			AllowInsecure: !o.WebhookSecure, LoopbackOnly: true},
+		Converter: Converter}
 }
 
 // With returns e with a second HTTP API, configured by o, in front of the same database,
