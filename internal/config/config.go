@@ -67,9 +67,9 @@ type Temporal struct {
 	Keys *keyring.Ring
 }
 
-// The ports the processes listen on, on every interface unless PAYMENTS_HTTP_ADDR and
-// PAYMENTS_METRICS_ADDR say otherwise (a container's API must be reachable from outside it).
-// make run and make run-cluster bind them on Loopback instead.
+// The ports the processes listen on, on Loopback unless PAYMENTS_HTTP_ADDR and
+// PAYMENTS_METRICS_ADDR say otherwise (contract §10: a container's API, which must be reachable
+// from outside it, is given 0.0.0.0 by docker-compose.yml).
 const (
 	HTTPPort    = "8080"
 	MetricsPort = "9090"
@@ -84,8 +84,8 @@ const Loopback = "127.0.0.1"
 func FromEnv() (Config, error) {
 	c := Config{
 		DatabaseURL: env("DATABASE_URL", "postgres://postgres@localhost:5432/payments?sslmode=disable"),
-		HTTPAddr:    env("PAYMENTS_HTTP_ADDR", ":"+HTTPPort),
-		MetricsAddr: env("PAYMENTS_METRICS_ADDR", ":"+MetricsPort),
+		HTTPAddr:    env("PAYMENTS_HTTP_ADDR", Loopback+":"+HTTPPort),
+		MetricsAddr: env("PAYMENTS_METRICS_ADDR", Loopback+":"+MetricsPort),
 		Temporal: Temporal{
 			Address:   env("TEMPORAL_ADDRESS", "localhost:7233"),
 			Namespace: env("TEMPORAL_NAMESPACE", "default"),

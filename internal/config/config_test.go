@@ -37,3 +37,20 @@ func mustParse(t *testing.T, s string) *keyring.Ring {
 	}
 	return r
 }
+
+// Unless told otherwise, every listener is on loopback (contract §10).
+func TestListenersDefaultToLoopback(t *testing.T) {
+	for _, name := range []string{"PAYMENTS_HTTP_ADDR", "PAYMENTS_METRICS_ADDR", "PAYMENTS_CODEC_ADDR"} {
+		t.Setenv(name, "")
+	}
+	c, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string]string{"PAYMENTS_HTTP_ADDR": c.HTTPAddr, "PAYMENTS_METRICS_ADDR": c.MetricsAddr,
+		"PAYMENTS_CODEC_ADDR": c.CodecServer.Addr} {
+		if !strings.HasPrefix(got, "127.0.0.1:") {
+			t.Errorf("%s defaults to %q, want loopback", name, got)
+		}
+	}
+}
