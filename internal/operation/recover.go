@@ -63,8 +63,11 @@ func (o Operation) Classify(ctx context.Context) (Classified, error) {
 		return Classified{}, TemporalError(err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
+	id, err := Memo(o.Converter, info, o.MemoKey)
 	switch {
-	case Memo(o.Converter, info, o.MemoKey) != o.ID:
+	case err != nil:
+		return Classified{}, err
+	case id != o.ID:
 		return Classified{Standing: NoRun}, nil
 	case info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		return Classified{Standing: Open}, nil

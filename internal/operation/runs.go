@@ -6,6 +6,7 @@ package operation
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -176,8 +177,11 @@ func (o Operation) ownRun(ctx context.Context) (client.WorkflowRun, error) {
 		return nil, TemporalError(err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
+	id, err := Memo(o.Converter, info, o.MemoKey)
 	switch {
-	case Memo(o.Converter, info, o.MemoKey) == o.ID:
+	case err != nil:
+		return nil, err
+	case id == o.ID:
 		return o.Client.GetWorkflow(ctx, o.Options.ID, info.GetExecution().GetRunId()), nil
 	case info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		return nil, &InUseError{Kind: o.Kind, ID: o.ID, WorkflowID: o.Options.ID, EarlierUse: true}
@@ -186,13 +190,17 @@ func (o Operation) ownRun(ctx context.Context) (client.WorkflowRun, error) {
 	}
 }
 
-// Memo is the value of a run's memo field key (the operation it runs), or "", read with dc.
-func Memo(dc converter.DataConverter, info *workflowpb.WorkflowExecutionInfo, key string) string {
+// Memo is the value of a run's memo field key (the operation it runs), or "", read with dc. A
+// memo dc cannot read (sealed with keys this process does not hold) is an error, never taken
+// for another operation's run: that could start the operation a second time.
+func Memo(dc converter.DataConverter, info *workflowpb.WorkflowExecutionInfo, key string) (string, error) {
 	var id string
 	if p := info.GetMemo().GetFields()[key]; p != nil {
-		_ = orDefault(dc).FromPayload(p, &id)
+		if err := orDefault(dc).FromPayload(p, &id); err != nil {
+			return "", fmt.Errorf("reading the memo of %s (are PAYMENTS_CODEC_KEYS the workers'?): %w", info.GetExecution().GetWorkflowId(), err)
+		}
 	}
-	return id
+	return id, nil
 }
 
 // orDefault is dc, or the SDK's default converter when dc is nil.
