@@ -28,7 +28,7 @@ import (
 //	go test -run '^$' -bench Deliveries -benchtime 2000x ./webhooks/
 func BenchmarkDeliveries(b *testing.B) {
 	ownerID, _, accs, endpoint, delivered := subscribed(b)
-	svc := &deliveries.Service{Ledger: env.Ledger, Temporal: env.Temporal, RetryFor: time.Hour}
+	svc := &deliveries.Service{Ledger: env.Ledger, Temporal: env.Temporal, Converter: testenv.Converter, RetryFor: time.Hour}
 	b.ResetTimer()
 	start := time.Now()
 	post(b, &ledger.Ledger{DB: env.DB, Wake: svc.Wake}, ownerID, accs)

@@ -446,7 +446,7 @@ func TestDeadEndpointGivesUpVisiblyAndIsRerun(t *testing.T) {
 	r.delay = 0
 	r.mu.Unlock()
 	env.Executions(t, deliveries.WorkflowID(endpoint)) // rerun failed finds runs through visibility, which lags
-	svc := &deliveries.Service{Ledger: env.Ledger, Temporal: env.Temporal, RetryFor: time.Hour}
+	svc := &deliveries.Service{Ledger: env.Ledger, Temporal: env.Temporal, Converter: testenv.Converter, RetryFor: time.Hour}
 	var reruns []string
 	if err := svc.RerunFailed(context.Background(), time.Time{}, func(r operation.Rerun) {
 		reruns = append(reruns, r.WorkflowID+" "+r.Outcome)
@@ -488,7 +488,7 @@ func TestWakeIsSentAgainAfterATemporalBlip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	svc := &deliveries.Service{Ledger: env.Ledger, Temporal: c, RetryFor: time.Hour}
+	svc := &deliveries.Service{Ledger: env.Ledger, Temporal: c, Converter: testenv.Converter, RetryFor: time.Hour}
 	l := &ledger.Ledger{DB: env.DB, Wake: svc.Wake}
 	post := func(key string) {
 		scope := idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteTransfers, Key: key}
@@ -522,7 +522,7 @@ func TestBusyEndpointIsWokenAboutOnceASecond(t *testing.T) {
 	accs := env.FundedAccounts(t, key, 2, 1000)
 	r := newReceiver(t, nil)
 	endpoint := r.subscribe(t, env, key, "transfer.completed")
-	svc := &deliveries.Service{Ledger: env.Ledger, Temporal: env.Temporal, RetryFor: time.Hour}
+	svc := &deliveries.Service{Ledger: env.Ledger, Temporal: env.Temporal, Converter: testenv.Converter, RetryFor: time.Hour}
 	l := &ledger.Ledger{DB: env.DB, Wake: svc.Wake}
 	const span, every = 4 * time.Second, 20 * time.Millisecond
 	n := 0
@@ -558,7 +558,7 @@ func TestRecoveryStartsARunThatCompletedWhileItsEndpointExists(t *testing.T) {
 	accs := env.FundedAccounts(t, key, 2, 100)
 	r := newReceiver(t, nil)
 	endpoint := r.subscribe(t, env, key, "transfer.completed")
-	svc := &deliveries.Service{Ledger: env.Ledger, Temporal: env.Temporal, RetryFor: time.Hour}
+	svc := &deliveries.Service{Ledger: env.Ledger, Temporal: env.Temporal, Converter: testenv.Converter, RetryFor: time.Hour}
 	l := &ledger.Ledger{DB: env.DB, Wake: svc.Wake}
 	post := func(key string) {
 		scope := idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteTransfers, Key: key}

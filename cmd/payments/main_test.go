@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 }
 
 // commandsOn points the commands dispatch runs at databaseURL and the Env's Temporal, and every
-// other address they may use at the test's own: a bank that does not answer (503), the API and
+// other address they may use at the test's own, with the Env's codec keys: a bank that does not answer (503), the API and
 // metrics on free ports. Nothing they do reaches what else runs on this machine (make run's bank
 // on the default PAYMENTS_BANK_URL, its API on :8080). It returns the bank's URL.
 func commandsOn(t *testing.T, databaseURL string) (bankURL string) {
@@ -42,6 +42,7 @@ func commandsOn(t *testing.T, databaseURL string) (bankURL string) {
 	t.Cleanup(noBank.Close)
 	t.Setenv("DATABASE_URL", databaseURL)
 	t.Setenv("TEMPORAL_ADDRESS", env.TemporalAddr())
+	t.Setenv("PAYMENTS_CODEC_KEYS", testenv.CodecKeys) // the keys the Env's workers seal with
 	t.Setenv("PAYMENTS_BANK_URL", noBank.URL)
 	t.Setenv("PAYMENTS_HTTP_ADDR", testenv.FreeAddr())
 	t.Setenv("PAYMENTS_METRICS_ADDR", testenv.FreeAddr())
