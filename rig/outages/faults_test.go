@@ -335,8 +335,9 @@ func TestWorkerKilledBetweenCommitAndRecord(t *testing.T) {
 	running(t, env, ids, "after the first worker was killed") // Temporal never heard of the postings
 
 	// The second worker has a name of its own, which the histories must show posting.
-	c, err := client.NewClientFromExisting(env.Temporal, client.Options{Identity: "second-worker",
-		Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	opts := testenv.ClientOptions(env.TemporalAddr()) // sealing as the first worker did
+	opts.Identity, opts.Logger = "second-worker", tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	c, err := client.NewClientFromExisting(env.Temporal, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
