@@ -26,6 +26,18 @@ var migrations embed.FS
 // DefaultMaxConns is the pool size when DATABASE_URL does not set pool_max_conns.
 const DefaultMaxConns = 16
 
+// SessionTimeouts are set on every session of the pool unless DATABASE_URL sets them (as query
+// parameters of the same names), so that a client stalled inside a transaction (a process
+// paused, a network that swallows packets) cannot hold a ledger lock for long (contract §10):
+// its session is ended after the idle timeout and its locks released, and whoever waits on a
+// lock gives up after the lock timeout with an error the callers already retry
+// (Unavailable: 55P03). Both are far above what any of the processor's transactions takes: a
+// posting holds its locks for milliseconds and never waits on anything outside PostgreSQL.
+var SessionTimeouts = map[string]string{
+	"idle_in_transaction_session_timeout": "30s",
+	"lock_timeout":                        "10s",
+}
+
 // Open connects a pool to url and checks that PostgreSQL answers.
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
@@ -36,6 +48,11 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		// pgx's default (4 on a 2-core machine) queues requests behind postings that wait for a
 		// hot account's lock; pool_max_conns in DATABASE_URL overrides this.
 		cfg.MaxConns = DefaultMaxConns
+	}
+	for name, value := range SessionTimeouts {
+		if _, set := cfg.ConnConfig.RuntimeParams[name]; !set {
+			cfg.ConnConfig.RuntimeParams[name] = value
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
