@@ -28,6 +28,7 @@ import (
 
 const (
 	ctxOwner     = "owner_id"
+	ctxKey       = "api_key" // the auth.Key the request authenticated with
 	ctxBody      = "body"
 	ctxRequestID = "request_id"
 	// The operation a request submitted, for its log line (logOperation).

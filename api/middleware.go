@@ -32,6 +32,10 @@ var (
 		Help:    "HTTP request latency by method, route template and whether the answer was an idempotent replay.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	}, []string{"method", "route", "replayed"})
+	rateLimited = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "payments_rate_limited_total",
+		Help: "Requests refused with 429 because their API key was over its rate (PAYMENTS_RATE_LIMIT).",
+	})
 )
 
 // observe gives each request an id, then logs and counts it once it is answered.
@@ -87,7 +91,9 @@ func recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// authenticate resolves the bearer key to its owner. The key itself is never logged.
+// authenticate resolves the bearer key to its owner and scopes. The key itself is never
+// logged. Nothing is cached: a revoked key is refused from the revocation's commit on, on every
+// API process (contract §10).
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		header := c.Request().Header.Get(echo.HeaderAuthorization)
@@ -95,14 +101,46 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
 			return problem.New(http.StatusUnauthorized, "unauthorized", "send Authorization: Bearer <API key>")
 		}
-		owner, err := auth.Owner(c.Request().Context(), s.DB, strings.TrimSpace(key))
-		if errors.Is(err, auth.ErrUnknownKey) {
+		k, err := auth.Authenticate(c.Request().Context(), s.DB, strings.TrimSpace(key))
+		switch {
+		case errors.Is(err, auth.ErrUnknownKey):
 			return problem.New(http.StatusUnauthorized, "unauthorized", "the API key is not valid")
-		}
-		if err != nil {
+		case errors.Is(err, auth.ErrRevokedKey):
+			return problem.New(http.StatusUnauthorized, "unauthorized", "the API key has been revoked")
+		case err != nil:
 			return err
 		}
-		c.Set(ctxOwner, owner)
+		c.Set(ctxOwner, k.OwnerID)
+		c.Set(ctxKey, k)
+		return next(c)
+	}
+}
+
+// needs refuses a request whose key lacks scope with 403, before anything is looked up, so the
+// answer says nothing about the resource asked for.
+func needs(scope auth.Scope) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if !c.Get(ctxKey).(auth.Key).Allows(scope) {
+				return problem.New(http.StatusForbidden, "insufficient-scope", fmt.Sprintf(
+					"this API key lacks the scope %q; issue one that has it (payments keys create --owner NAME --scope %s)", scope, scope))
+			}
+			return next(c)
+		}
+	}
+}
+
+// limitRate refuses a request beyond its key's rate (ratelimit.go) with 429 and Retry-After,
+// before its body is read: nothing of it is executed or stored.
+func (s *Server) limitRate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if wait := s.Limits.Take(c.Get(ctxKey).(auth.Key).ID, time.Now()); wait > 0 {
+			rateLimited.Inc()
+			p := problem.New(http.StatusTooManyRequests, "rate-limited", fmt.Sprintf(
+				"this API key sent more than %s requests a second; retry after the time Retry-After gives", s.Limits.Rate()))
+			p.RetryAfter = int((wait + time.Second - 1) / time.Second)
+			return p
+		}
 		return next(c)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	payments "github.com/payments/payments"
 	"github.com/payments/payments/deliveries"
+	"github.com/payments/payments/internal/auth"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/problem"
 	"github.com/payments/payments/internal/webhook"
@@ -42,6 +43,7 @@ type Server struct {
 	Temporal    client.Client
 	BankSecret  []byte        // verifies the bank's callbacks (PAYMENTS_BANK_SECRET)
 	TTL         time.Duration // how long stored responses are replayed
+	Limits      *RateLimits   // PAYMENTS_RATE_LIMIT per key; nil limits nothing
 	Log         *slog.Logger
 }
 
@@ -76,23 +78,27 @@ func (s *Server) Handler() *echo.Echo {
 	// The bank signs its callbacks; it has no API key.
 	e.POST("/v1/bank/events", s.bankEvent, detach, limitBody)
 
-	v1 := e.Group("/v1", detach, s.authenticate, limitBody)
-	v1.POST("/accounts", s.createAccount)
-	v1.GET("/accounts", s.listAccounts)
-	v1.GET("/accounts/:id", s.getAccount)
-	v1.GET("/accounts/:id/entries", s.listEntries)
-	v1.POST("/transfers", s.createTransfer)
-	v1.GET("/transfers", s.listTransfers)
-	v1.GET("/transfers/:id", s.getTransfer)
-	v1.POST("/transfers/:id/refunds", s.createRefund)
-	v1.GET("/refunds/:id", s.getRefund)
-	v1.POST("/payouts", s.createPayout)
-	v1.GET("/payouts", s.listPayouts)
-	v1.GET("/payouts/:id", s.getPayout)
-	v1.GET("/events", s.listEvents)
-	v1.POST("/webhook-endpoints", s.createEndpoint)
-	v1.GET("/webhook-endpoints", s.listEndpoints)
-	v1.DELETE("/webhook-endpoints/:id", s.deleteEndpoint)
+	// Each route needs a scope of the key (contract §10): every read needs read, each kind of
+	// write its own. A key over its rate is refused before its body is read.
+	v1 := e.Group("/v1", detach, s.authenticate, s.limitRate, limitBody)
+	read, transfers, payouts := needs(auth.ScopeRead), needs(auth.ScopeTransfers), needs(auth.ScopePayouts)
+	accounts, webhooks := needs(auth.ScopeAccounts), needs(auth.ScopeWebhooks)
+	v1.POST("/accounts", s.createAccount, accounts)
+	v1.GET("/accounts", s.listAccounts, read)
+	v1.GET("/accounts/:id", s.getAccount, read)
+	v1.GET("/accounts/:id/entries", s.listEntries, read)
+	v1.POST("/transfers", s.createTransfer, transfers)
+	v1.GET("/transfers", s.listTransfers, read)
+	v1.GET("/transfers/:id", s.getTransfer, read)
+	v1.POST("/transfers/:id/refunds", s.createRefund, transfers)
+	v1.GET("/refunds/:id", s.getRefund, read)
+	v1.POST("/payouts", s.createPayout, payouts)
+	v1.GET("/payouts", s.listPayouts, read)
+	v1.GET("/payouts/:id", s.getPayout, read)
+	v1.GET("/events", s.listEvents, read)
+	v1.POST("/webhook-endpoints", s.createEndpoint, webhooks)
+	v1.GET("/webhook-endpoints", s.listEndpoints, read)
+	v1.DELETE("/webhook-endpoints/:id", s.deleteEndpoint, webhooks)
 	return e
 }
 

@@ -34,6 +34,9 @@ type Settings struct {
 	RetryFor time.Duration // PAYMENTS_TRANSFER_RETRY_FOR
 	Bank     config.Bank
 	Webhooks config.Webhooks
+	// RateLimit is PAYMENTS_RATE_LIMIT, requests a second per API key; 0 limits nothing (the
+	// in-process harnesses of the tests, which send far more on one key).
+	RateLimit float64
 	// Converter is the Temporal client's data converter (the payload codec's): what the
 	// services read of runs (memos, inputs to rerun) is read with it.
 	Converter converter.DataConverter
@@ -92,7 +95,8 @@ func (a *App) Worker() sdkworker.Worker {
 // Server returns the HTTP API.
 func (a *App) Server() *api.Server {
 	return &api.Server{DB: a.Ledger.DB, Ledger: a.Ledger, Transfers: a.Transfers, Payouts: a.Payouts, Payins: a.Payins,
-		Webhooks: a.Webhooks, WebhookURLs: a.policy(), Temporal: a.Temporal, BankSecret: []byte(a.settings.Bank.Secret), TTL: a.settings.TTL, Log: a.log}
+		Webhooks: a.Webhooks, WebhookURLs: a.policy(), Temporal: a.Temporal, BankSecret: []byte(a.settings.Bank.Secret), TTL: a.settings.TTL, Log: a.log,
+		Limits: &api.RateLimits{PerSecond: a.settings.RateLimit}}
 }
 
 // policy is where webhooks may be sent (PAYMENTS_WEBHOOK_ALLOW_INSECURE).

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,23 +49,111 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 func runKeys(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] != "create" {
-		return usagef("keys: usage: keys create --owner NAME")
+	if len(args) > 0 {
+		switch args[0] {
+		case "create":
+			return createKey(ctx, args[1:], stdout)
+		case "list":
+			return listKeys(ctx, args[1:], stdout)
+		case "revoke":
+			return revokeKey(ctx, args[1:], stdout)
+		}
 	}
+	return usagef("keys: usage: keys create --owner NAME [--scope S]… | keys list --owner NAME | keys revoke KEY_ID")
+}
+
+// scopeFlags is --scope given any number of times.
+type scopeFlags []auth.Scope
+
+func (f *scopeFlags) String() string { return fmt.Sprint(*f) }
+
+func (f *scopeFlags) Set(v string) error {
+	s, err := auth.ParseScope(v)
+	if err == nil {
+		*f = append(*f, s)
+	}
+	return err
+}
+
+func createKey(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("keys create")
 	ownerName := fs.String("owner", "", "owner name")
-	if err := parse(fs, args[1:], "owner"); err != nil {
+	var scopes scopeFlags
+	fs.Var(&scopes, "scope", "a scope of the key, once per scope: read, transfers, payouts, payouts:approve, webhooks, accounts (default: all but payouts:approve)")
+	if err := parse(fs, args, "owner"); err != nil {
 		return err
 	}
 	if *ownerName == "" || *ownerName == auth.SystemOwner {
 		return usagef("keys create: --owner must not be empty, and %q is reserved for the funding accounts", auth.SystemOwner)
 	}
 	return withDB(ctx, func(l *ledger.Ledger) error {
-		key, _, err := auth.CreateKey(ctx, l.DB, *ownerName)
+		key, _, err := auth.CreateKey(ctx, l.DB, *ownerName, scopes...)
 		if err == nil {
 			fmt.Fprintln(stdout, key)
 		}
 		return err
+	})
+}
+
+// listKeys prints the owner's keys, one line each, never the key itself.
+func listKeys(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("keys list")
+	ownerName := fs.String("owner", "", "owner name")
+	if err := parse(fs, args, "owner"); err != nil {
+		return err
+	}
+	return withDB(ctx, func(l *ledger.Ledger) error {
+		keys, err := auth.Keys(ctx, l.DB, *ownerName)
+		if err != nil {
+			return err
+		}
+		w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "ID\tSCOPES\tCREATED\tLAST USED\tREVOKED")
+		for _, k := range keys {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.ID, joinScopes(k.Scopes), k.CreatedAt.UTC().Format(time.RFC3339),
+				when(k.LastUsedAt, "never"), when(k.RevokedAt, "-"))
+		}
+		return w.Flush()
+	})
+}
+
+func joinScopes(scopes []auth.Scope) string {
+	names := make([]string, len(scopes))
+	for i, s := range scopes {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ",")
+}
+
+func when(t *time.Time, none string) string {
+	if t == nil {
+		return none
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// revokeKey revokes the key KEY_ID: every API process answers it 401 from then on.
+func revokeKey(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 1 && isHelp(args[0]) {
+		return helpRequested{newFlags("keys revoke")}
+	}
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+		return usagef("keys revoke: usage: keys revoke KEY_ID (an id that keys list shows)")
+	}
+	id := args[0]
+	return withDB(ctx, func(l *ledger.Ledger) error {
+		already, err := auth.Revoke(ctx, l.DB, id)
+		switch {
+		case errors.Is(err, auth.ErrNoSuchKey):
+			return fmt.Errorf("keys revoke: no API key has the id %q (keys list --owner NAME shows them)", id)
+		case err != nil:
+			return err
+		case already:
+			fmt.Fprintf(stdout, "%s was already revoked\n", id)
+		default:
+			fmt.Fprintf(stdout, "%s revoked\n", id)
+		}
+		return nil
 	})
 }
 

@@ -31,7 +31,7 @@ var commands = []command{
 	{"worker", "", "run the Temporal worker", runWorker},
 	{"serve", "", "run the HTTP API and the worker in one process", runServe},
 	{"migrate", "", "create the database if absent and apply migrations", runMigrate},
-	{"keys", "create", "keys create --owner NAME: issue an API key", runKeys},
+	{"keys", "create", "keys create --owner NAME [--scope S]… | keys list --owner NAME | keys revoke KEY_ID: issue, list and revoke API keys", runKeys},
 	{"accounts", "create", "accounts create --owner NAME --currency CUR [--name TEXT]: open an account", runAccounts},
 	{"deposit", "", "deposit --account ID --amount-minor N [--idempotency-key K]: fund an account", runDeposit},
 	{"reconcile", "", "check every ledger invariant; exit 1 when any is broken", runReconcile},

@@ -97,7 +97,7 @@ func (d *deps) close() {
 // (app.New).
 func (d *deps) app(listener *operation.Listener) *app.App {
 	return app.New(d.db, d.temporal, app.Settings{SyncWait: d.cfg.SyncWait, TTL: d.cfg.IdempotencyTTL, RetryFor: d.cfg.RetryFor,
-		Bank: d.cfg.Bank, Webhooks: d.cfg.Webhooks, Converter: d.dc}, d.log, listener)
+		Bank: d.cfg.Bank, Webhooks: d.cfg.Webhooks, Converter: d.dc, RateLimit: d.cfg.RateLimit}, d.log, listener)
 }
 
 func runAPI(ctx context.Context, args []string, _ io.Writer) error {

@@ -3,7 +3,9 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +20,7 @@ type Config struct {
 	SyncWait       time.Duration // how long POST /v1/transfers waits for the result before 202
 	IdempotencyTTL time.Duration // how long a stored response is replayed
 	RetryFor       time.Duration // how long a transfer retries technical failures before it fails
+	RateLimit      float64       // PAYMENTS_RATE_LIMIT: requests a second per API key, with a burst of twice that
 	Temporal       Temporal
 	Bank           Bank
 	Webhooks       Webhooks
@@ -127,8 +130,26 @@ func FromEnv() (Config, error) {
 	if c.Webhooks.Timeout == 0 || c.Webhooks.Timeout > time.Minute {
 		return c, fmt.Errorf("PAYMENTS_WEBHOOK_TIMEOUT=%s: want more than 0 and at most 1m", c.Webhooks.Timeout)
 	}
+	if c.RateLimit, err = positive("PAYMENTS_RATE_LIMIT", DefaultRateLimit); err != nil {
+		return c, err
+	}
 	c.Webhooks.AllowInsecure, err = boolean("PAYMENTS_WEBHOOK_ALLOW_INSECURE")
 	return c, err
+}
+
+// DefaultRateLimit is PAYMENTS_RATE_LIMIT's default (contract §10).
+const DefaultRateLimit = 100
+
+func positive(name string, def float64) (float64, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f > 0) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%s=%q: want a number of requests a second above 0, such as 100", name, v)
+	}
+	return f, nil
 }
 
 func boolean(name string) (bool, error) {

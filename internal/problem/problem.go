@@ -43,6 +43,8 @@ func (p *Problem) Unwrap() error { return p.Cause }
 var titles = map[string]string{
 	"invalid-request":            "The request is invalid",
 	"unauthorized":               "A valid API key is required",
+	"insufficient-scope":         "The API key lacks the scope this request needs",
+	"rate-limited":               "Too many requests for this API key",
 	"not-found":                  "Not found",
 	"payload-too-large":          "The request body is too large",
 	"missing-idempotency-key":    "Idempotency-Key is missing",
