@@ -109,6 +109,9 @@ func startSystem(ctx context.Context, dir, bin, root string, out io.Writer) (_ *
 		// The owners' webhook receiver is the run's own, on loopback, over http; a slow answer
 		// holds an endpoint back for a second.
 		"PAYMENTS_WEBHOOK_ALLOW_INSECURE=true", "PAYMENTS_WEBHOOK_TIMEOUT=" + webhookTimeout.String(),
+		// The workload is many clients on a few keys, faster than a client of the default rate
+		// may go; the rate limit has tests of its own (cmd/payments).
+		"PAYMENTS_RATE_LIMIT=1000000",
 	}
 	step(out, "Starting the bank simulator (faults on), two workers and two APIs")
 	s.add(&process{name: "bank", args: []string{"banksim", "--addr", bankAddr, "--callback-url", "http://" + apiAddrs[0] + "/v1/bank/events",

@@ -54,3 +54,21 @@ func TestListenersDefaultToLoopback(t *testing.T) {
 		}
 	}
 }
+
+// PAYMENTS_RATE_LIMIT defaults to 100 a second per key and takes only a positive number.
+func TestRateLimit(t *testing.T) {
+	t.Setenv("PAYMENTS_RATE_LIMIT", "")
+	if c, err := FromEnv(); err != nil || c.RateLimit != 100 {
+		t.Fatalf("default: %v %v", c.RateLimit, err)
+	}
+	t.Setenv("PAYMENTS_RATE_LIMIT", "2.5")
+	if c, err := FromEnv(); err != nil || c.RateLimit != 2.5 {
+		t.Fatalf("2.5: %v %v", c.RateLimit, err)
+	}
+	for _, bad := range []string{"0", "-1", "fast", "NaN", "Inf", "1e999"} {
+		t.Setenv("PAYMENTS_RATE_LIMIT", bad)
+		if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), "PAYMENTS_RATE_LIMIT") {
+			t.Errorf("%q: %v, want an error naming the variable", bad, err)
+		}
+	}
+}

@@ -58,10 +58,11 @@ func (e *Env) Process(t testing.TB, bin, temporalAddr string, args []string, env
 	// PostgreSQL with max_connections 100 by default. env may set DATABASE_URL again; the last
 	// one wins.
 	// A worker's metrics listen on a free loopback port unless env says where: never on every
-	// interface (the default :9090), and never on another package's.
+	// interface (the default :9090), and never on another package's. The tests send far more
+	// than 100 requests a second on one key: the rate limit is theirs to set (env).
 	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+e.URL+"&pool_max_conns=4", "TEMPORAL_ADDRESS="+temporalAddr,
 		"PAYMENTS_BANK_URL="+e.bankURL, "PAYMENTS_BANK_SECRET="+BankSecret, "PAYMENTS_METRICS_ADDR="+FreeAddr(),
-		"PAYMENTS_CODEC_KEYS="+CodecKeys), env...)
+		"PAYMENTS_CODEC_KEYS="+CodecKeys, "PAYMENTS_RATE_LIMIT=1000000"), env...)
 	logs := &lockedBuffer{}
 	cmd.Stderr = logs
 	proc, err := supervise.Start(cmd)
