@@ -50,7 +50,7 @@ func TestEachRouteNeedsItsScope(t *testing.T) {
 	payout := fmt.Sprintf(`{"account_id":%q,"amount_minor":50,"currency":"USD","destination":{"account_number":"000123456789","bank_code":"BANKUS33"}}`, from)
 	routes := []struct {
 		method, path, missing, body string
-		scope                        auth.Scope
+		scope                       auth.Scope
 	}{
 		{"POST", "/v1/accounts", "", `{"currency":"USD"}`, auth.ScopeAccounts},
 		{"GET", "/v1/accounts", "", "", auth.ScopeRead},
