@@ -17,6 +17,7 @@ import (
 	"github.com/payments/payments/deliveries"
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/config"
+	"github.com/payments/payments/internal/keyring"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/internal/webhook"
@@ -34,6 +35,8 @@ type Settings struct {
 	RetryFor time.Duration // PAYMENTS_TRANSFER_RETRY_FOR
 	Bank     config.Bank
 	Webhooks config.Webhooks
+	// Keys (PAYMENTS_CODEC_KEYS) seal the secrets the ledger keeps (ledger.Ledger.Keys).
+	Keys *keyring.Ring
 	// RateLimit is PAYMENTS_RATE_LIMIT, requests a second per API key; 0 limits nothing (the
 	// in-process harnesses of the tests, which send far more on one key).
 	RateLimit float64
@@ -63,7 +66,7 @@ func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listen
 	if s.Webhooks.Timeout <= 0 {
 		s.Webhooks.Timeout = 10 * time.Second
 	}
-	l := &ledger.Ledger{DB: db}
+	l := &ledger.Ledger{DB: db, Keys: s.Keys}
 	hooks := &deliveries.Service{Ledger: l, Temporal: c, Converter: s.Converter, RetryFor: s.Webhooks.RetryFor, Log: log}
 	l.Wake = hooks.Wake
 	runner := &operation.Runner{Client: c, Converter: s.Converter, Claims: l, TaskQueue: workflows.TaskQueue, SyncWait: s.SyncWait,

@@ -349,7 +349,7 @@ func (f *fixture) endpoints(ctx context.Context, t *testing.T, l *ledger.Ledger)
 		secret := webhook.NewSecret()
 		var created ledger.Endpoint
 		if err := l.InTx(ctx, func(tx pgx.Tx) (err error) {
-			created, err = ledger.CreateEndpoint(ctx, tx, f.w.owners[0].ID, ledger.Endpoint{ID: e.ID, URL: f.w.recv.url + e.Path,
+			created, err = ledger.CreateEndpoint(ctx, tx, testenv.Keys, f.w.owners[0].ID, ledger.Endpoint{ID: e.ID, URL: f.w.recv.url + e.Path,
 				EventTypes: subscribed, Secret: secret})
 			return err
 		}); err != nil {

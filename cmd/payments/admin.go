@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/payments/payments/internal/auth"
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/keyring"
 	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/internal/money"
 	"github.com/payments/payments/internal/outage"
@@ -45,7 +47,29 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	return database.Migrate(ctx, db, stdout)
+	if err := database.Migrate(ctx, db, stdout); err != nil {
+		return err
+	}
+	return sealSecrets(ctx, db, cfg.Temporal.Keys, stdout)
+}
+
+// sealSecrets seals, with PAYMENTS_CODEC_KEYS's first key, the secrets stored before secrets
+// were sealed or sealed with an older key (ledger.SealSecrets); without the keys it says how many
+// are in plaintext.
+func sealSecrets(ctx context.Context, db *pgxpool.Pool, keys *keyring.Ring, stdout io.Writer) error {
+	if keys == nil {
+		var n int
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM webhook_endpoints WHERE secret IS NOT NULL`).Scan(&n); err != nil || n == 0 {
+			return err
+		}
+		fmt.Fprintf(stdout, "migrate: %d webhook secrets are stored in plaintext: set PAYMENTS_CODEC_KEYS and run migrate again to seal them\n", n)
+		return nil
+	}
+	n, err := ledger.SealSecrets(ctx, db, keys)
+	if n > 0 {
+		fmt.Fprintf(stdout, "migrate: sealed %d secrets with the key %s\n", n, keys.KeyID())
+	}
+	return err
 }
 
 func runKeys(ctx context.Context, args []string, stdout io.Writer) error {

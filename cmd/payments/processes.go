@@ -39,16 +39,21 @@ type deps struct {
 	dc       converter.DataConverter // temporal's: the payload codec's when PAYMENTS_CODEC_KEYS is set
 }
 
+// errNoKeys refuses to run without the keys that keep what the process writes unreadable at
+// rest (contract §10): it would write customers' data to Temporal, and webhook secrets to
+// PostgreSQL, in plaintext.
+var errNoKeys = usagef("PAYMENTS_CODEC_KEYS is not set: what this process writes to Temporal and the secrets it keeps " +
+	"are sealed with these keys (docs/security.md); make one with: export PAYMENTS_CODEC_KEYS=k1=$(head -c 32 /dev/urandom | base64)")
+
 func open(ctx context.Context, lazyTemporal bool) (*deps, error) {
 	cfg, err := config.FromEnv()
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if cfg.Temporal.Keys == nil {
-		log.Warn("PAYMENTS_CODEC_KEYS is not set: what this process writes to Temporal (inputs, results, memos) is readable " +
-			"by whoever reads Temporal's database or its UI; set it (docs/security.md)")
+		return nil, errNoKeys
 	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	db, err := database.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
@@ -97,7 +102,7 @@ func (d *deps) close() {
 // (app.New).
 func (d *deps) app(listener *operation.Listener) *app.App {
 	return app.New(d.db, d.temporal, app.Settings{SyncWait: d.cfg.SyncWait, TTL: d.cfg.IdempotencyTTL, RetryFor: d.cfg.RetryFor,
-		Bank: d.cfg.Bank, Webhooks: d.cfg.Webhooks, Converter: d.dc, RateLimit: d.cfg.RateLimit}, d.log, listener)
+		Bank: d.cfg.Bank, Webhooks: d.cfg.Webhooks, Converter: d.dc, Keys: d.cfg.Temporal.Keys, RateLimit: d.cfg.RateLimit}, d.log, listener)
 }
 
 func runAPI(ctx context.Context, args []string, _ io.Writer) error {

@@ -17,6 +17,9 @@ type Response struct {
 	ContentType string `json:"content_type"`
 	Location    string `json:"location,omitempty"`
 	Body        Body   `json:"body"`
+	// SealedWith is the id of the key that sealed Body (internal/keyring), when the answer
+	// shows a secret and is stored sealed; empty when Body is the answer as it is.
+	SealedWith string `json:"sealed_with,omitempty"`
 }
 
 // Record is the state of one scope.
@@ -32,7 +35,7 @@ var ErrReused = errors.New("idempotency key reused with a different request")
 
 // recordColumns are the columns recordRow.dest receives, in its order.
 const recordColumns = `fingerprint, resource_id, status_code, COALESCE(content_type, ''),
-	COALESCE(location, ''), body, created_at`
+	COALESCE(location, ''), body, COALESCE(body_key, ''), created_at`
 
 // recordRow receives one row of recordColumns (and any extra columns after them).
 type recordRow struct {
@@ -43,7 +46,7 @@ type recordRow struct {
 
 func (r *recordRow) dest(extra ...any) []any {
 	return append([]any{&r.rec.Fingerprint, &r.rec.ResourceID, &r.status, &r.resp.ContentType,
-		&r.resp.Location, &r.resp.Body, &r.rec.CreatedAt}, extra...)
+		&r.resp.Location, &r.resp.Body, &r.resp.SealedWith, &r.rec.CreatedAt}, extra...)
 }
 
 func (r *recordRow) record() Record {
@@ -124,10 +127,10 @@ func Resolve(ctx context.Context, db database.Querier, s Scope, resourceID strin
 func Complete(ctx context.Context, db database.Querier, s Scope, r Response, ttl time.Duration) error {
 	_, err := db.Exec(ctx, `
 		UPDATE idempotency_records
-		SET status_code = $4, content_type = $5, location = $6, body = $7,
+		SET status_code = $4, content_type = $5, location = $6, body = $7, body_key = NULLIF($9, ''),
 		    completed_at = now(), expires_at = now() + $8::interval
 		WHERE owner_id = $1 AND route = $2 AND key = $3`,
-		s.OwnerID, s.Route, s.Key, r.Status, r.ContentType, r.Location, r.Body, ttl)
+		s.OwnerID, s.Route, s.Key, r.Status, r.ContentType, r.Location, r.Body, ttl, r.SealedWith)
 	return err
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/payments/payments/api"
 	"github.com/payments/payments/internal/ledger"
+	"github.com/payments/payments/rig/testenv"
 )
 
 // ownerOf is the id of account id's owner.
@@ -283,7 +284,7 @@ func TestEndpointsGetTheEventsThatCommitWhileTheyExist(t *testing.T) {
 		time.Sleep(30 * time.Millisecond)
 		e := life{id: ledger.NewID("we_"), createBegan: time.Now()}
 		if err := l.InTx(ctx, func(tx pgx.Tx) error {
-			_, err := ledger.CreateEndpoint(ctx, tx, owner, ledger.Endpoint{ID: e.id, URL: "https://example.com/hook",
+			_, err := ledger.CreateEndpoint(ctx, tx, testenv.Keys, owner, ledger.Endpoint{ID: e.id, URL: "https://example.com/hook",
 				EventTypes: []string{"*"}, Secret: "whsec_test"})
 			return err
 		}); err != nil {
@@ -335,7 +336,7 @@ func TestAnAttemptRecordedTwiceIsNotACancel(t *testing.T) {
 	owner := ownerOf(t, accs[0])
 	id := ledger.NewID("we_")
 	if err := l.InTx(ctx, func(tx pgx.Tx) error {
-		_, err := ledger.CreateEndpoint(ctx, tx, owner, ledger.Endpoint{ID: id, URL: "https://example.com/hook",
+		_, err := ledger.CreateEndpoint(ctx, tx, testenv.Keys, owner, ledger.Endpoint{ID: id, URL: "https://example.com/hook",
 			EventTypes: []string{"*"}, Secret: "whsec_test"})
 		return err
 	}); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/keyring"
 )
 
 // Kinds of account: a customer's; a currency's funding account (the ledger's own, the source
@@ -93,6 +94,9 @@ var ErrNotFound = errors.New("not found")
 // Ledger reads and writes the ledger tables.
 type Ledger struct {
 	DB *pgxpool.Pool
+	// Keys (PAYMENTS_CODEC_KEYS) seal the secrets the ledger keeps: webhook endpoints' secrets
+	// and the stored answers that show them (contract §10). Without them no endpoint is created.
+	Keys *keyring.Ring
 	// Wake, when not nil, is told after a commit which webhook endpoints got new deliveries, so
 	// that their delivery workflows run now rather than at the next recovery pass.
 	Wake func(endpointIDs []string)

@@ -309,7 +309,7 @@ func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 		LEFT JOIN payouts p ON p.id = r.resource_id
 		LEFT JOIN accounts a ON a.id = r.resource_id
 		LEFT JOIN webhook_endpoints w ON w.id = r.resource_id
-		WHERE r.status_code IS NOT NULL`, ReasonInsufficientFunds)
+		WHERE r.status_code IS NOT NULL AND r.body_key IS NULL`, ReasonInsufficientFunds) // a sealed one shows a secret, and no money
 	var found []string
 	var scope, route, resource, reason, state string
 	var code int

@@ -3,12 +3,15 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/keyring"
 	"github.com/payments/payments/internal/webhook"
 )
 
@@ -22,10 +25,14 @@ type Endpoint struct {
 	CreatedAt  time.Time `json:"created_at"`
 }
 
-// CreateEndpoint records endpoint e of ownerID, with its secret, in tx (the transaction of the
-// request's idempotency record). It takes the owner's feed lock, so that the endpoint receives
-// exactly the owner's events that commit after it: none that was being written as it was created.
-func CreateEndpoint(ctx context.Context, tx database.Querier, ownerID string, e Endpoint) (Endpoint, error) {
+// CreateEndpoint records endpoint e of ownerID, its secret sealed with keys, in tx (the
+// transaction of the request's idempotency record). It takes the owner's feed lock, so that the
+// endpoint receives exactly the owner's events that commit after it: none that was being written
+// as it was created.
+func CreateEndpoint(ctx context.Context, tx database.Querier, keys *keyring.Ring, ownerID string, e Endpoint) (Endpoint, error) {
+	if keys == nil {
+		return e, ErrNoKeys
+	}
 	if err := lockOwner(ctx, tx, ownerID); err != nil {
 		return e, err
 	}
@@ -37,10 +44,22 @@ func CreateEndpoint(ctx context.Context, tx database.Querier, ownerID string, e 
 	if n >= MaxEndpoints {
 		return e, ErrTooManyEndpoints
 	}
-	err := tx.QueryRow(ctx, `INSERT INTO webhook_endpoints (id, owner_id, url, event_types, secret)
-		VALUES ($1, $2, $3, $4, $5) RETURNING created_at`, e.ID, ownerID, e.URL, e.EventTypes, e.Secret).Scan(&e.CreatedAt)
+	keyID, sealed := keys.Seal([]byte(e.Secret), secretAAD(e.ID))
+	err := tx.QueryRow(ctx, `INSERT INTO webhook_endpoints (id, owner_id, url, event_types, secret_key, secret_sealed)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING created_at`, e.ID, ownerID, e.URL, e.EventTypes, keyID, sealed).Scan(&e.CreatedAt)
 	e.CreatedAt = UTC(e.CreatedAt)
 	return e, err
+}
+
+// ErrNoKeys refuses to store a secret without the keys that seal it (PAYMENTS_CODEC_KEYS).
+var ErrNoKeys = errors.New("no keys to seal secrets with: PAYMENTS_CODEC_KEYS is not set")
+
+// secretAAD binds a sealed secret to its endpoint: it opens as that endpoint's secret only.
+func secretAAD(endpointID string) []byte { return []byte("webhook-secret/" + endpointID) }
+
+// answerAAD binds a sealed stored answer to its idempotency scope.
+func answerAAD(s idempotency.Scope) []byte {
+	return []byte("answer/" + s.OwnerID + "/" + s.Route + "/" + s.Key)
 }
 
 // MaxEndpoints is how many webhook endpoints an owner may have at once: every event of the
@@ -60,14 +79,28 @@ var ErrTooManyEndpoints = errors.New("the owner has as many webhook endpoints as
 // stored.
 func (l *Ledger) RegisterEndpoint(ctx context.Context, s idempotency.Scope, fingerprint []byte, ttl time.Duration,
 	urls webhook.Policy, e Endpoint, answer func(Endpoint) idempotency.Response) (resp idempotency.Response, replayed bool, id string, err error) {
-	return idempotency.Once(ctx, l.DB, s, fingerprint, NewID("we_"), ttl, func(tx pgx.Tx, id string) (idempotency.Response, error) {
+	resp, replayed, id, err = idempotency.Once(ctx, l.DB, s, fingerprint, NewID("we_"), ttl, func(tx pgx.Tx, id string) (idempotency.Response, error) {
 		if _, err := urls.Check(ctx, e.URL); err != nil {
 			return idempotency.Response{}, &URLRefusedError{Reason: err}
 		}
 		e.ID, e.Secret = id, webhook.NewSecret()
-		created, err := CreateEndpoint(ctx, tx, s.OwnerID, e)
-		return answer(created), err
+		created, err := CreateEndpoint(ctx, tx, l.Keys, s.OwnerID, e)
+		if err != nil {
+			return idempotency.Response{}, err
+		}
+		// The answer shows the secret: it is stored sealed, and opened to be sent or replayed.
+		r := answer(created)
+		r.SealedWith, r.Body = l.Keys.Seal(r.Body, answerAAD(s))
+		return r, nil
 	})
+	if err != nil || resp.SealedWith == "" { // an answer stored before sealing is plain
+		return resp, replayed, id, err
+	}
+	if resp.Body, err = l.Keys.Open(resp.SealedWith, resp.Body, answerAAD(s)); err != nil {
+		return resp, replayed, id, fmt.Errorf("the stored answer of webhook endpoint %s: %w", id, err)
+	}
+	resp.SealedWith = ""
+	return resp, replayed, id, nil
 }
 
 // URLRefusedError is an endpoint's URL that the webhook URL policy refuses, and why.
@@ -123,15 +156,33 @@ type Target struct {
 	Deleted bool
 }
 
-// Target returns endpoint id's URL and secret, and whether it was deleted.
+// Target returns endpoint id's URL and secret (opened with the ledger's keys), and whether it
+// was deleted.
 func (l *Ledger) Target(ctx context.Context, id string) (Target, error) {
 	t := Target{ID: id}
-	err := l.DB.QueryRow(ctx, `SELECT url, secret, deleted_at IS NOT NULL FROM webhook_endpoints WHERE id = $1`, id).
-		Scan(&t.URL, &t.Secret, &t.Deleted)
-	if errors.Is(err, pgx.ErrNoRows) {
+	var (
+		plain, keyID *string
+		sealed       []byte
+	)
+	err := l.DB.QueryRow(ctx, `SELECT url, secret, secret_key, secret_sealed, deleted_at IS NOT NULL FROM webhook_endpoints WHERE id = $1`, id).
+		Scan(&t.URL, &plain, &keyID, &sealed, &t.Deleted)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		return t, ErrNotFound
+	case err != nil:
+		return t, err
+	case plain != nil: // stored before secrets were sealed, and not sealed since (SealSecrets)
+		t.Secret = *plain
+		return t, nil
+	case l.Keys == nil:
+		return t, ErrNoKeys
 	}
-	return t, err
+	secret, err := l.Keys.Open(*keyID, sealed, secretAAD(id))
+	if err != nil {
+		return t, fmt.Errorf("the secret of webhook endpoint %s: %w", id, err)
+	}
+	t.Secret = string(secret)
+	return t, nil
 }
 
 // Delivery is an event due to an endpoint.
@@ -194,4 +245,78 @@ func (l *Ledger) EndpointsBehind(ctx context.Context, olderThan time.Duration) (
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// SealSecrets seals, with keys' first key, every secret not sealed with it: those stored before
+// secrets were sealed, and those sealed with an older key (after a rotation, so that the old key
+// can be retired): webhook endpoints' secrets and the stored answers that show them. It runs in
+// one transaction, and returns how many it sealed. `payments migrate` runs it.
+func SealSecrets(ctx context.Context, db *pgxpool.Pool, keys *keyring.Ring) (n int, err error) {
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		n = 0
+		endpoints, err := unsealed(ctx, tx, keys, `SELECT id, '', '', '', secret, secret_key, secret_sealed
+			FROM webhook_endpoints WHERE secret IS NOT NULL OR secret_key <> $1 FOR UPDATE`)
+		if err != nil {
+			return err
+		}
+		for _, x := range endpoints {
+			keyID, sealed, err := x.reseal(keys, secretAAD(x.id))
+			if err == nil {
+				_, err = tx.Exec(ctx, `UPDATE webhook_endpoints SET secret = NULL, secret_key = $2, secret_sealed = $3 WHERE id = $1`,
+					x.id, keyID, sealed)
+			}
+			if err != nil {
+				return fmt.Errorf("webhook endpoint %s: %w", x.id, err)
+			}
+		}
+		answers, err := unsealed(ctx, tx, keys, `SELECT resource_id, owner_id, route, key,
+			CASE WHEN body_key IS NULL THEN convert_from(body, 'UTF8') END, body_key, body
+			FROM idempotency_records WHERE route = '`+idempotency.RouteEndpoints+`' AND status_code = 201
+			AND (body_key IS NULL OR body_key <> $1) FOR UPDATE`)
+		if err != nil {
+			return err
+		}
+		for _, x := range answers {
+			keyID, sealed, err := x.reseal(keys, answerAAD(x.scope))
+			if err == nil {
+				_, err = tx.Exec(ctx, `UPDATE idempotency_records SET body_key = $4, body = $5
+					WHERE owner_id = $1 AND route = $2 AND key = $3`, x.scope.OwnerID, x.scope.Route, x.scope.Key, keyID, sealed)
+			}
+			if err != nil {
+				return fmt.Errorf("the stored answer of webhook endpoint %s: %w", x.id, err)
+			}
+		}
+		n = len(endpoints) + len(answers)
+		return nil
+	})
+	return n, err
+}
+
+// storedSecret is a secret as SealSecrets finds it: in plaintext, or sealed with keyID.
+type storedSecret struct {
+	id     string
+	scope  idempotency.Scope // of a stored answer
+	plain  *string
+	keyID  *string
+	sealed []byte
+}
+
+func unsealed(ctx context.Context, tx pgx.Tx, keys *keyring.Ring, query string) ([]storedSecret, error) {
+	rows, _ := tx.Query(ctx, query, keys.KeyID())
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (storedSecret, error) {
+		var x storedSecret
+		return x, r.Scan(&x.id, &x.scope.OwnerID, &x.scope.Route, &x.scope.Key, &x.plain, &x.keyID, &x.sealed)
+	})
+}
+
+// reseal seals the secret with keys' first key, opening it first if it is sealed.
+func (x storedSecret) reseal(keys *keyring.Ring, aad []byte) (keyID string, sealed []byte, err error) {
+	plain := []byte(nil)
+	if x.plain != nil {
+		plain = []byte(*x.plain)
+	} else if plain, err = keys.Open(*x.keyID, x.sealed, aad); err != nil {
+		return "", nil, err
+	}
+	keyID, sealed = keys.Seal(plain, aad)
+	return keyID, sealed, nil
 }

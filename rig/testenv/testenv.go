@@ -126,7 +126,7 @@ func Start(ctx context.Context, name string, o Options) (_ *Env, err error) {
 	if e.DB, err = database.Open(ctx, url); err != nil {
 		return nil, err
 	}
-	e.Ledger = &ledger.Ledger{DB: e.DB}
+	e.Ledger = &ledger.Ledger{DB: e.DB, Keys: Keys}
 	e.bankURL = "http://" + FreeAddr()
 	if !o.NoWorker {
 		e.listener = operation.NewListener()
@@ -246,7 +246,7 @@ func (e *Env) settings(o Options) app.Settings {
 			PollAfter: or(o.BankPollAfter, 200*time.Millisecond), ReturnWindow: or(o.ReturnWindow, 5*time.Second)},
 		Webhooks: config.Webhooks{RetryFor: or(o.WebhookRetryFor, 72*time.Hour), Timeout: or(o.WebhookTimeout, 2*time.Second),
 			AllowInsecure: !o.WebhookSecure, LoopbackOnly: true},
-		Converter: Converter}
+		Converter: Converter, Keys: Keys}
 }
 
 // With returns e with a second HTTP API, configured by o, in front of the same database,
