@@ -84,6 +84,7 @@ compose-check:
 
 # What a transfer costs, against the stack `make run` or `make run-cluster` is running (start it
 # first, in another terminal). BENCH_FLAGS passes more, e.g. BENCH_FLAGS="--clients 32 --duration 5m".
+# The stack must allow what the bench sends on its one key: start it with PAYMENTS_RATE_LIMIT=100000.
 bench: bin/payments
 	@mkdir -p .data
 	@if pgrep -xf 'bin/payments serve' >/dev/null; then \

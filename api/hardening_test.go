@@ -127,8 +127,8 @@ func TestFundingAccountsAreOutOfReach(t *testing.T) {
 	}
 	// A key issued to the system owner before it was reserved opens nothing.
 	const old = "pk_issued_to_system_before_it_was_reserved"
-	if _, err := env.DB.Exec(context.Background(), `INSERT INTO api_keys (key_hash, owner_id)
-		VALUES (sha256($1::text::bytea), 'own_system')`, old); err != nil {
+	if _, err := env.DB.Exec(context.Background(), `INSERT INTO api_keys (id, key_hash, owner_id, scopes)
+		VALUES ('key_system_before', sha256($1::text::bytea), 'own_system', '{read,transfers}')`, old); err != nil {
 		t.Fatal(err)
 	}
 	r := env.Do(t, "POST", "/v1/transfers", old, "mint", testenv.TransferBody(funding, from, 999_999_999))
@@ -463,5 +463,35 @@ func TestTerminatedRunWhosePostingCommittedAnswersTheTransfer(t *testing.T) {
 	moved(t, from, to, 700, 300, 1)
 	if st := env.Settled(t, wf); st != enums.WORKFLOW_EXECUTION_STATUS_TERMINATED {
 		t.Fatalf("workflow %v", st)
+	}
+}
+
+// A client that stalls inside a transaction holding a lock on an account does not hold up the
+// account's transfers for long (contract §10): PostgreSQL ends the stalled session after its
+// idle timeout (here shortened through the URL, as DATABASE_URL may), and the transfer sent
+// through the API meanwhile completes, well before PAYMENTS_SYNC_WAIT.
+func TestATransferIsNotHeldByAStalledTransaction(t *testing.T) {
+	_, key, from, to := fundedPair(t, 1_000)
+	ctx := context.Background()
+	stalled, err := pgxpool.New(ctx, env.URL+"&idle_in_transaction_session_timeout=500ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	tx, err := stalled.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE`, from); err != nil {
+		t.Fatal(err)
+	}
+	r := env.Do(t, "POST", "/v1/transfers", key, t.Name(), testenv.TransferBody(from, to, 300))
+	if r.Status != http.StatusCreated || r.JSON(t)["status"] != "completed" {
+		t.Fatalf("the transfer behind a stalled transaction: %d %s", r.Status, r.Body)
+	}
+	moved(t, from, to, 700, 300, 1)
+	if err := tx.Commit(ctx); err == nil {
+		t.Fatal("the stalled transaction committed after its session was ended")
 	}
 }

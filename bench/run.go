@@ -215,6 +215,10 @@ func (r *run) postTo(ctx context.Context, route, key, body string, replay bool) 
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if resp.StatusCode == http.StatusTooManyRequests {
+		return resp, fmt.Errorf("%s: the API rate-limited the bench's key (429): run the stack with a PAYMENTS_RATE_LIMIT above "+
+			"what the bench sends, e.g. PAYMENTS_RATE_LIMIT=100000 make run", key)
+	}
 	if resp.StatusCode != http.StatusCreated || (resp.Header.Get("Idempotent-Replayed") == "true") != replay {
 		return resp, fmt.Errorf("%s: %d %s", key, resp.StatusCode, bytes.TrimSpace(b))
 	}

@@ -609,10 +609,11 @@ func (f *fixture) deliver(t *testing.T, s *state) {
 	r.mu.Unlock()
 	secrets := map[int]string{}
 	for i, e := range s.w.hooks {
-		var secret string
-		if err := f.db.QueryRow(context.Background(), `SELECT secret FROM webhook_endpoints WHERE id = $1`, e.ID).Scan(&secret); err != nil {
+		target, err := (&ledger.Ledger{DB: f.db, Keys: testenv.Keys}).Target(context.Background(), e.ID)
+		if err != nil {
 			t.Fatal(err)
 		}
+		secret := target.Secret
 		secrets[i] = secret
 		r.expect(e.Path)
 		r.register(e.Path, secret)
