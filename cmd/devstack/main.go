@@ -238,13 +238,19 @@ var bankFaults = []string{"--latency", "20ms", "--error-rate", "0.01", "--settle
 // how to stop it.
 func startBank(bin, dir, callbackURL string) (stop func(), err error) {
 	args := append([]string{"banksim", "--state", filepath.Join(dir, "banksim.json"), "--callback-url", callbackURL}, bankFaults...)
-	bank, err := startLogged(filepath.Join(dir, "banksim.log"), bin, nil, args...)
+	return startService("bank simulator", filepath.Join(dir, "banksim.log"), bin, 10*time.Second, args...)
+}
+
+// startService starts bin with args as a child logging to log (startLogged), and returns how to
+// stop it: saying so, then giving it grace to stop after an interrupt.
+func startService(what, log, bin string, grace time.Duration, args ...string) (stop func(), err error) {
+	child, err := startLogged(log, bin, nil, args...)
 	if err != nil {
-		return nil, fmt.Errorf("starting the bank simulator: %w", err)
+		return nil, fmt.Errorf("starting the %s: %w", what, err)
 	}
 	return func() {
-		step("Stopping the bank simulator")
-		_ = bank.Stop(10 * time.Second)
+		step("Stopping the %s", what)
+		_ = child.Stop(grace)
 	}, nil
 }
 
@@ -393,14 +399,7 @@ func codecSettings(dir, uiPort string) (addr string, err error) {
 func startCodecServer(bin, dir, addr string) (stop func(), err error) {
 	log := filepath.Join(dir, "codec.log")
 	step("Starting the codec server (%s: the Web UI decodes the encrypted payloads through it; log in %s)", addr, log)
-	codecServer, err := startLogged(log, bin, nil, "codec-server")
-	if err != nil {
-		return nil, fmt.Errorf("starting the codec server: %w", err)
-	}
-	return func() {
-		step("Stopping the codec server")
-		_ = codecServer.Stop(5 * time.Second)
-	}, nil
+	return startService("codec server", log, bin, 5*time.Second, "codec-server")
 }
 
 // codecKeysFile keeps the payload codec's key of `make run` (PAYMENTS_CODEC_KEYS), made once:

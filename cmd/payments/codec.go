@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -37,17 +36,5 @@ func runCodecServer(ctx context.Context, args []string, _ io.Writer) error {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	log.Info("codec server listening", "addr", ln.Addr().String(), "ui_origins", s.UIOrigins, "token", s.Token != "",
 		"key_id", cfg.Temporal.Keys.KeyID())
-	errs := make(chan error, 1)
-	go func() { errs <- hs.Serve(ln) }()
-	select {
-	case err := <-errs:
-		return fmt.Errorf("codec-server: %w", err)
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serveUntil(ctx, "codec-server", hs, ln, 5*time.Second)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -209,17 +210,26 @@ func (d *deps) serveMetrics(ctx context.Context) {
 }
 
 func (d *deps) serveHTTP(ctx context.Context, a *app.App) error {
-	hs := api.NewHTTPServer(d.cfg.HTTPAddr, a.Server().Handler(), d.cfg.SyncWait)
+	ln, err := net.Listen("tcp", d.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	d.log.Info("api listening", "addr", ln.Addr().String())
+	// Requests in flight may take PAYMENTS_SYNC_WAIT; their workflows carry on regardless.
+	return serveUntil(ctx, "api", api.NewHTTPServer(d.cfg.HTTPAddr, a.Server().Handler(), d.cfg.SyncWait), ln, d.cfg.SyncWait+5*time.Second)
+}
+
+// serveUntil serves hs on ln until ctx ends, then lets the requests in flight finish for up to
+// grace. An error serving is returned named after what serves.
+func serveUntil(ctx context.Context, what string, hs *http.Server, ln net.Listener, grace time.Duration) error {
 	errs := make(chan error, 1)
-	go func() { errs <- hs.ListenAndServe() }()
-	d.log.Info("api listening", "addr", d.cfg.HTTPAddr)
+	go func() { errs <- hs.Serve(ln) }()
 	select {
 	case err := <-errs:
-		return fmt.Errorf("api: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	case <-ctx.Done():
 	}
-	// Let in-flight requests finish; their workflows carry on regardless.
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), d.cfg.SyncWait+5*time.Second)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := hs.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
