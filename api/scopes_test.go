@@ -9,24 +9,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/payments/payments/api"
 	"github.com/payments/payments/internal/auth"
 	"github.com/payments/payments/rig/testenv"
 )
 
-// keysOf issues one key per scope set for one new owner: its id and the keys, in order.
+// keysOf issues one key per scope set for one new owner: its name and the keys, in order.
 func keysOf(t *testing.T, sets ...[]auth.Scope) (string, []string) {
 	t.Helper()
 	name := fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())
-	var owner string
 	keys := make([]string, len(sets))
 	for i, scopes := range sets {
-		key, id, err := auth.CreateKey(context.Background(), env.DB, name, scopes...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		owner, keys[i] = id, key
+		keys[i] = keyOf(t, name, scopes...)
 	}
-	return owner, keys
+	return name, keys
+}
+
+// keyOf issues a key with scopes to the owner called name.
+func keyOf(t *testing.T, name string, scopes ...auth.Scope) string {
+	t.Helper()
+	key, _, err := auth.CreateKey(context.Background(), env.DB, name, scopes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
 }
 
 // allBut is every scope but s.
@@ -34,11 +40,12 @@ func allBut(s auth.Scope) []auth.Scope {
 	return slices.DeleteFunc(slices.Clone(auth.Scopes), func(x auth.Scope) bool { return x == s })
 }
 
-// Every route needs its scope (contract §10): a key without it is 403 insufficient-scope whether
-// the resource exists or not (the answers are the same bytes), and nothing is done or stored: the
-// same Idempotency-Key then goes through, as a first answer, with a key that has the scope.
+// Every route needs its scope (contract §10): a key of the owner without it is 403
+// insufficient-scope whether the owner's resource exists or not (the answers are the same
+// bytes), and nothing is done or stored: the same Idempotency-Key then goes through, as a first
+// answer, with the owner's key that has the scope.
 func TestEachRouteNeedsItsScope(t *testing.T) {
-	_, keys := keysOf(t, auth.Scopes)
+	name, keys := keysOf(t, auth.Scopes)
 	full := keys[0]
 	from, to := env.Account(t, full, "USD"), env.Account(t, full, "USD")
 	env.Fund(t, from, 1_000)
@@ -70,7 +77,7 @@ func TestEachRouteNeedsItsScope(t *testing.T) {
 		{"DELETE", "/v1/webhook-endpoints/we_missing", "", "", auth.ScopeWebhooks},
 	}
 	for _, r := range routes {
-		_, lacking := keysOf(t, allBut(r.scope))
+		lacking := []string{keyOf(t, name, allBut(r.scope)...)}
 		idem := ""
 		if r.method == "POST" {
 			idem = fmt.Sprintf("%s-%s-%s", t.Name(), r.scope, strings.ReplaceAll(r.path, "/", "_"))
@@ -118,6 +125,9 @@ func TestDefaultScopesAndReadOnlyKeys(t *testing.T) {
 	}
 	if r := env.Do(t, "POST", "/v1/transfers", reader, t.Name(), `{not json`); r.Status != http.StatusForbidden {
 		t.Fatalf("read-only key writing: %d %s, want 403 before the body is parsed", r.Status, r.Body)
+	}
+	if r := env.Do(t, "POST", "/v1/transfers", reader, t.Name(), strings.Repeat("x", api.MaxBodyBytes+1)); r.Status != http.StatusForbidden {
+		t.Fatalf("read-only key sending too much: %d %s, want 403 before the body is read", r.Status, r.Body)
 	}
 	if r := env.Do(t, "GET", "/v1/accounts", def, "", ""); r.Status != http.StatusOK {
 		t.Fatalf("default key reading: %d %s", r.Status, r.Body)

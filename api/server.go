@@ -79,27 +79,34 @@ func (s *Server) Handler() *echo.Echo {
 	e.POST("/v1/bank/events", s.bankEvent, detach, limitBody)
 
 	// Each route needs a scope of the key (contract §10): every read needs read, each kind of
-	// write its own. A key over its rate is refused before its body is read.
-	v1 := e.Group("/v1", detach, s.authenticate, s.limitRate, limitBody)
-	read, transfers, payouts := needs(auth.ScopeRead), needs(auth.ScopeTransfers), needs(auth.ScopePayouts)
-	accounts, webhooks := needs(auth.ScopeAccounts), needs(auth.ScopeWebhooks)
-	v1.POST("/accounts", s.createAccount, accounts)
-	v1.GET("/accounts", s.listAccounts, read)
-	v1.GET("/accounts/:id", s.getAccount, read)
-	v1.GET("/accounts/:id/entries", s.listEntries, read)
-	v1.POST("/transfers", s.createTransfer, transfers)
-	v1.GET("/transfers", s.listTransfers, read)
-	v1.GET("/transfers/:id", s.getTransfer, read)
-	v1.POST("/transfers/:id/refunds", s.createRefund, transfers)
-	v1.GET("/refunds/:id", s.getRefund, read)
-	v1.POST("/payouts", s.createPayout, payouts)
-	v1.GET("/payouts", s.listPayouts, read)
-	v1.GET("/payouts/:id", s.getPayout, read)
-	v1.GET("/events", s.listEvents, read)
-	v1.POST("/webhook-endpoints", s.createEndpoint, webhooks)
-	v1.GET("/webhook-endpoints", s.listEndpoints, read)
-	v1.DELETE("/webhook-endpoints/:id", s.deleteEndpoint, webhooks)
+	// write its own, checked before the body is read or anything looked up. A key over its rate
+	// is refused before that.
+	v1 := e.Group("/v1", detach, s.authenticate, s.limitRate)
+	read, transfers, payouts := scoped(auth.ScopeRead), scoped(auth.ScopeTransfers), scoped(auth.ScopePayouts)
+	accounts, webhooks := scoped(auth.ScopeAccounts), scoped(auth.ScopeWebhooks)
+	v1.POST("/accounts", s.createAccount, accounts...)
+	v1.GET("/accounts", s.listAccounts, read...)
+	v1.GET("/accounts/:id", s.getAccount, read...)
+	v1.GET("/accounts/:id/entries", s.listEntries, read...)
+	v1.POST("/transfers", s.createTransfer, transfers...)
+	v1.GET("/transfers", s.listTransfers, read...)
+	v1.GET("/transfers/:id", s.getTransfer, read...)
+	v1.POST("/transfers/:id/refunds", s.createRefund, transfers...)
+	v1.GET("/refunds/:id", s.getRefund, read...)
+	v1.POST("/payouts", s.createPayout, payouts...)
+	v1.GET("/payouts", s.listPayouts, read...)
+	v1.GET("/payouts/:id", s.getPayout, read...)
+	v1.GET("/events", s.listEvents, read...)
+	v1.POST("/webhook-endpoints", s.createEndpoint, webhooks...)
+	v1.GET("/webhook-endpoints", s.listEndpoints, read...)
+	v1.DELETE("/webhook-endpoints/:id", s.deleteEndpoint, webhooks...)
 	return e
+}
+
+// scoped is what a /v1 route runs before its handler: its scope's check, then the body read
+// whole (limitBody).
+func scoped(scope auth.Scope) []echo.MiddlewareFunc {
+	return []echo.MiddlewareFunc{needs(scope), limitBody}
 }
 
 // ready answers whether PostgreSQL and Temporal answer. It needs no key, so its body says only

@@ -300,7 +300,7 @@ func unauthorized(kind string, scope idempotency.Scope, fromKind, fromOwner, toK
 // another transfer, payout or account than its record's.
 func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 	rows, _ := q.Query(ctx, `
-		SELECT r.route || ' ' || r.key || ' of ' || r.owner_id, r.route, r.resource_id, r.status_code, r.body,
+		SELECT r.route || ' ' || r.key || ' of ' || r.owner_id, r.route, r.resource_id, r.status_code, r.body, r.body_key IS NOT NULL,
 			COALESCE(t.failure_reason, ''),
 			COALESCE(t.status, p.status || CASE WHEN p.failure_reason = $1 THEN ' (insufficient funds)' ELSE '' END,
 				CASE WHEN a.id IS NOT NULL OR w.id IS NOT NULL THEN 'open' END, 'missing')
@@ -309,12 +309,19 @@ func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 		LEFT JOIN payouts p ON p.id = r.resource_id
 		LEFT JOIN accounts a ON a.id = r.resource_id
 		LEFT JOIN webhook_endpoints w ON w.id = r.resource_id
-		WHERE r.status_code IS NOT NULL AND r.body_key IS NULL`, ReasonInsufficientFunds) // a sealed one shows a secret, and no money
+		WHERE r.status_code IS NOT NULL`, ReasonInsufficientFunds)
 	var found []string
 	var scope, route, resource, reason, state string
 	var code int
 	var body []byte
-	_, err := pgx.ForEachRow(rows, []any{&scope, &route, &resource, &code, &body, &reason, &state}, func() error {
+	var sealed bool
+	_, err := pgx.ForEachRow(rows, []any{&scope, &route, &resource, &code, &body, &sealed, &reason, &state}, func() error {
+		if sealed { // a webhook endpoint's answer, which shows its secret: its endpoint must exist
+			if code != 201 || state != "open" {
+				found = append(found, fmt.Sprintf("%s answers %d (sealed), but %s is %s", scope, code, resource, state))
+			}
+			return nil
+		}
 		var answer struct {
 			ID         string `json:"id"`
 			Status     string `json:"status"`

@@ -13,6 +13,8 @@ ALTER TABLE webhook_endpoints
 ALTER TABLE idempotency_records ADD COLUMN body_key text;
 
 -- +goose Down
+-- Irreversible once a secret is sealed: SET NOT NULL then fails, and the whole step rolls back
+-- (goose runs it in one transaction), keeping the sealed secrets.
 ALTER TABLE idempotency_records DROP COLUMN body_key;
 ALTER TABLE webhook_endpoints DROP COLUMN secret_key, DROP COLUMN secret_sealed; -- and one_secret
 ALTER TABLE webhook_endpoints ALTER COLUMN secret SET NOT NULL;
