@@ -26,9 +26,6 @@ import (
 
 var l *ledger.Ledger
 
-// dbURL is the tests' database, for the tests that open a pool of their own.
-var dbURL string
-
 // ttl is PAYMENTS_IDEMPOTENCY_TTL's default, which every reconcile of these tests uses.
 const ttl = 24 * time.Hour
 
@@ -44,7 +41,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	l, dbURL = &ledger.Ledger{DB: pool}, url
+	l = &ledger.Ledger{DB: pool}
 	code := m.Run()
 	// Whatever the tests did, the ledger they leave behind must reconcile, with the TTL the
 	// service runs with by default.
