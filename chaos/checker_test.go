@@ -292,15 +292,7 @@ type feedPage struct {
 
 func newFixture(t *testing.T) *fixture {
 	ctx := context.Background()
-	url, err := testenv.FreshDatabase(ctx, "payments_test_chaos_checker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := database.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	_, db := testenv.FreshPool(t, "payments_test_chaos_checker")
 	l := &ledger.Ledger{DB: db}
 	f := &fixture{db: db, ops: map[string]*op{}, bodies: map[string][]byte{}}
 	f.w = &workload{seed: 1, client: &http.Client{Timeout: 10 * time.Second}}

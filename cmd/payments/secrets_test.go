@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/payments/payments/internal/auth"
-	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/keyring"
 	"github.com/payments/payments/internal/ledger"
@@ -23,15 +22,7 @@ import (
 // migrate reseals every secret it holds.
 func TestSecretsSurviveARotationAndMigrateSealsTheRest(t *testing.T) {
 	ctx := context.Background()
-	url, err := testenv.FreshDatabase(ctx, "payments_test_cli_secrets")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := database.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	url, db := testenv.FreshPool(t, "payments_test_cli_secrets")
 	owner, err := auth.EnsureOwner(ctx, db, t.Name())
 	if err != nil {
 		t.Fatal(err)

@@ -6,8 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/payments/payments/internal/database"
 	"github.com/payments/payments/rig/testenv/testdb"
@@ -81,4 +83,21 @@ func PostgresAddr() string {
 		panic(err)
 	}
 	return fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
+}
+
+// FreshPool is FreshDatabase for one test: the database's URL and a pool on it, closed when t
+// ends.
+func FreshPool(t testing.TB, name string) (string, *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	url, err := FreshDatabase(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := database.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return url, db
 }
