@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -95,7 +96,16 @@ func (l *Ledger) Post(ctx context.Context, p Posting, answer Answer) (t Transfer
 }
 
 func post(ctx context.Context, tx pgx.Tx, o *outbox, p Posting, answer Answer) (Transfer, idempotency.Response, error) {
-	// Claim the transfer id first. DO UPDATE (rather than DO NOTHING) returns the row either way
+	// Lock the accounts before a new row names them. Its foreign keys take KEY SHARE on both
+	// accounts; taken while another posting holds an account's lock (and kept while waiting for
+	// it), each share makes the account's row a multixact of every transaction queued on it,
+	// which every later reader of the row resolves: a hot account then slows down as the ledger
+	// grows. Taken after this lock, the shares are this transaction's own.
+	accounts, err := lockAccounts(ctx, tx, p.From, p.To)
+	if err != nil {
+		return Transfer{}, idempotency.Response{}, err
+	}
+	// Claim the transfer id. DO UPDATE (rather than DO NOTHING) returns the row either way
 	// and locks it, so a concurrent posting of the same id waits here and then sees it final,
 	// and MarkFailed waits for a posting under way.
 	var fenced, remaining bool
@@ -137,7 +147,7 @@ func post(ctx context.Context, tx pgx.Tx, o *outbox, p Posting, answer Answer) (
 		}
 	}
 	if reason == "" {
-		reason, err = moveMoney(ctx, tx, p, t)
+		reason, err = moveMoney(ctx, tx, p, t, accounts)
 	}
 	if err == nil && reason != "" {
 		t, err = finish(ctx, tx, t.ID, TransferRejected, reason)
@@ -154,12 +164,13 @@ func post(ctx context.Context, tx pgx.Tx, o *outbox, p Posting, answer Answer) (
 
 // moveMoney moves t's money (posted under p) and returns "", or returns why it cannot:
 // ReasonInsufficientFunds, when its source is a customer's without the amount available.
-func moveMoney(ctx context.Context, tx pgx.Tx, p Posting, t Transfer) (reason string, err error) {
-	accounts, err := lockAccounts(ctx, tx, t.FromAccountID, t.ToAccountID)
-	if err != nil {
-		return "", err
+func moveMoney(ctx context.Context, tx pgx.Tx, p Posting, t Transfer, accounts map[string]Account) (reason string, err error) {
+	from, okFrom := accounts[t.FromAccountID]
+	to, okTo := accounts[t.ToAccountID]
+	if !okFrom || !okTo { // the row, claimed with the request, is between other accounts
+		return "", fmt.Errorf("%w: %s %s claimed between %s and %s, posted between %s and %s", ErrInvalidPosting,
+			t.Kind, t.ID, t.FromAccountID, t.ToAccountID, p.From, p.To)
 	}
-	from, to := accounts[t.FromAccountID], accounts[t.ToAccountID]
 	if from.Currency != t.Currency || to.Currency != t.Currency {
 		return "", fmt.Errorf("%w: transfer in %s between accounts in %s and %s",
 			ErrInvalidPosting, t.Currency, from.Currency, to.Currency)
@@ -241,6 +252,7 @@ func consumeHold(ctx context.Context, tx pgx.Tx, payout, account string, amount 
 // needs, as it changes no key) leaves the KEY SHARE locks of foreign-key checks free: claiming a
 // new transfer, which inserts a row referencing both accounts, never waits for a posting.
 func lockAccounts(ctx context.Context, tx pgx.Tx, ids ...string) (map[string]Account, error) {
+	ids = slices.Compact(slices.Sorted(slices.Values(ids))) // one account named twice is the row's check to refuse
 	rows, err := tx.Query(ctx, `SELECT `+accountColumns+` FROM accounts WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, ids)
 	if err != nil {
 		return nil, err

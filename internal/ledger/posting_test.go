@@ -487,3 +487,57 @@ func TestInTxRetriesDeadlocksAndCountsThem(t *testing.T) {
 		t.Fatalf("err %v after %d runs, want boom after 1", err, runs)
 	}
 }
+
+// A posting queued behind another's lock on an account holds no share of that account while it
+// waits: the account's row stays locked by the holder alone. Were the transfer's row (whose
+// foreign keys take KEY SHARE on both accounts) written first, every posting queued on a hot
+// account would join a multixact on its row, which each later reader resolves, and the account
+// would slow down as the ledger grows.
+func TestAPostingWaitingForAnAccountSharesNoLockOnIt(t *testing.T) {
+	ctx := context.Background()
+	a, b := account(t, "USD", 100), account(t, "USD", 0)
+	holder, err := l.DB.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	var holderXID string
+	if err := holder.QueryRow(ctx, `SELECT (pg_current_xact_id()::text::bigint % 4294967296)::text
+		FROM accounts WHERE id = $1 FOR NO KEY UPDATE`, a).Scan(&holderXID); err != nil {
+		t.Fatal(err)
+	}
+	posted := make(chan error, 1)
+	go func() {
+		_, _, err := l.Post(ctx, posting(a, b, 1), api.TransferAnswer)
+		posted <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var waiting int
+		if err := l.DB.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the posting did not wait for the account's lock within 10 s")
+		}
+	}
+	var xmax string
+	if err := l.DB.QueryRow(ctx, `SELECT xmax::text FROM accounts WHERE id = $1`, a).Scan(&xmax); err != nil {
+		t.Fatal(err)
+	}
+	if xmax != holderXID {
+		t.Errorf("while the posting waits, the account's row is locked by %s (a multixact), not by its holder %s alone", xmax, holderXID)
+	}
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-posted; err != nil {
+		t.Fatal(err)
+	}
+	if balance(t, a) != 99 || balance(t, b) != 1 {
+		t.Fatalf("balances %d/%d, want 99/1", balance(t, a), balance(t, b))
+	}
+}
