@@ -85,12 +85,15 @@ compose-check:
 # What a transfer costs, against the stack `make run` or `make run-cluster` is running (start it
 # first, in another terminal). BENCH_FLAGS passes more, e.g. BENCH_FLAGS="--clients 32 --duration 5m".
 # The stack must allow what the bench sends on its one key: start it with PAYMENTS_RATE_LIMIT=100000.
+# The bench seals what it writes to Temporal with the stack's keys: PAYMENTS_CODEC_KEYS, or the key
+# make run (or make run-cluster) generated.
 bench: bin/payments
 	@mkdir -p .data
 	@if pgrep -xf 'bin/payments serve' >/dev/null; then \
-		bin/payments bench --topology serve --json .data/bench.json --watch-pid "$$(pgrep -d, -xf 'bin/payments serve')" $(BENCH_FLAGS); \
+		PAYMENTS_CODEC_KEYS="$${PAYMENTS_CODEC_KEYS:-$$(cat .data/codec-keys 2>/dev/null)}" bin/payments bench --topology serve --json .data/bench.json --watch-pid "$$(pgrep -d, -xf 'bin/payments serve')" $(BENCH_FLAGS); \
 	elif pgrep -xf 'bin/payments api' >/dev/null; then \
-		DATABASE_URL="$${DATABASE_URL:-postgres://postgres@localhost:5432/payments_cluster?sslmode=disable}" bin/payments bench --topology split --json .data/bench-cluster.json \
+		DATABASE_URL="$${DATABASE_URL:-postgres://postgres@localhost:5432/payments_cluster?sslmode=disable}" \
+		PAYMENTS_CODEC_KEYS="$${PAYMENTS_CODEC_KEYS:-$$(cat .data/cluster/codec-keys 2>/dev/null)}" bin/payments bench --topology split --json .data/bench-cluster.json \
 			--watch-pid "$$(pgrep -d, -xf 'bin/payments (api|worker)')" $(BENCH_FLAGS); \
 	else echo "make bench: start 'make run' or 'make run-cluster' first (in another terminal)"; exit 1; fi
 

@@ -1,7 +1,8 @@
 // Package activities holds the workflows' activities: the only workflow code that touches the
 // ledger and the bank. Each is safe to run more than once. One file per capability: transfer.go
 // (posting a transfer), payout.go (holding a payout's money, the bank's instruction, settling),
-// payin.go (crediting a bank credit), webhook.go (delivering events to clients' endpoints),
+// payin.go (crediting a bank credit), authorization.go (holding, capturing,
+// voiding and expiring an authorization), webhook.go (delivering events to clients' endpoints),
 // cleanup.go (the idempotency cleanup). The recovery of claims left pending is the services'
 // (operation.Recovery), registered beside these by the worker.
 package activities
@@ -21,6 +22,8 @@ type Activities struct {
 	// the first answer of a payout (api.PayoutAnswer).
 	Answer       ledger.Answer
 	PayoutAnswer ledger.PayoutAnswer
+	// AuthorizationAnswer makes the answers of an authorization and of its decisions.
+	AuthorizationAnswer ledger.AuthorizationAnswer
 	// Bank is the bank payouts are sent through.
 	Bank bank.Rail
 	// OnAnswer hears of each answer that commits here (a transfer posted, a payout's funds

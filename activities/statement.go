@@ -10,20 +10,17 @@ import (
 	"github.com/payments/payments/internal/bank"
 )
 
-// StatementResult is what one reading of the bank's statement found: the payments it shows
-// returned, the paid payouts among them credited back now, and those whose payout records
-// another bank payment (left to a person: reconcile, invariant 8, reports them).
+// StatementResult is what one reading of the bank's statement found: returned payments, the paid
+// payouts credited back now, and those whose payout records another payment (invariant 8).
 type StatementResult struct {
 	Returned  int
 	Credited  int
 	Disagreed int
 }
 
-// CreditBankReturns reads the bank's statement and credits back, once, every payout the bank
-// returned while the ledger still has it paid: a return that came after the payout's run closed
-// its window, or whose callback never came. The ledger's ReturnPayout is applied once however
-// often it is called (here, by a run, by a late callback), so crediting a return a run is about
-// to hear too is harmless.
+// CreditBankReturns reads the bank's statement and credits back every payout the bank returned
+// while the ledger still has it paid (after its run's window, or whose callback never came).
+// ReturnPayout applies once however often it is called, so racing a run or a callback is harmless.
 func (a *Activities) CreditBankReturns(ctx context.Context) (StatementResult, error) {
 	statement, err := a.Bank.Statement(ctx)
 	if err != nil {

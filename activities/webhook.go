@@ -21,9 +21,8 @@ import (
 // batch per activity, not an activity per event.
 const WebhookBatchSize = 100
 
-// WebhookBatch is what one pass over an endpoint's pending deliveries did: how many it
-// delivered, and the status the last delivery got; whether the batch was full (more may wait); whether the endpoint is gone (deleted:
-// its deliveries were canceled); and, when the endpoint did not take an event, that attempt.
+// WebhookBatch is what one pass over an endpoint's pending deliveries did: whether the batch was
+// full (More), the endpoint deleted, and, when the endpoint did not take an event, that attempt.
 type WebhookBatch struct {
 	Delivered int
 	Status    int // the HTTP status of the last delivery (a 2xx)
@@ -32,9 +31,8 @@ type WebhookBatch struct {
 	Failed    *WebhookAttempt
 }
 
-// WebhookAttempt is an attempt that did not deliver: the event, what the endpoint answered (its
-// HTTP status, 0 when no answer came), how many attempts the event has had, and how many of
-// them this batch made (1 or 2; 0 in the histories of runs before the batch retried: 1).
+// WebhookAttempt is an attempt that did not deliver (Status 0: no answer came). Tries is how many
+// of the Attempts this batch made (1 or 2; 0, meaning 1, in histories from before batch retries).
 type WebhookAttempt struct {
 	EventID   string
 	EventType string
@@ -44,13 +42,10 @@ type WebhookAttempt struct {
 	Tries     int `json:",omitempty"`
 }
 
-// DeliverWebhooks sends endpoint's pending events, in the order they committed, each signed
-// with the endpoint's secret, and records each attempt. An event the endpoint does not take
-// (anything but a 2xx in time) for the first time is tried once more after FirstRetry, within
-// the batch; after that the batch stops there, and the workflow waits and tries it again, so a
-// dead endpoint costs one attempt per backoff, not one per event. Each delivery is recorded as
-// it happens, PostgreSQL waited for through a blip (WebhookOutageGrace): a worker that dies
-// mid-batch sends again at most the event it was sending.
+// DeliverWebhooks sends endpoint's pending events in commit order, signed, recording each attempt
+// as it happens (a worker dying mid-batch resends at most one event). An event not taken is tried
+// once more after FirstRetry; then the batch stops there and the workflow backs off, so a dead
+// endpoint costs one attempt per backoff, not one per event.
 func (a *Activities) DeliverWebhooks(ctx context.Context, endpoint string) (WebhookBatch, error) {
 	stop := heartbeatEvery(ctx, WebhookHeartbeat/4)
 	defer stop()
@@ -99,9 +94,8 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, endpoint string) (Webh
 	return out, nil
 }
 
-// FirstRetry is how long a batch waits before it tries an event the endpoint did not take once
-// more itself: the first of the contract's waits (1 s, 2 s, 4 s, …). The later ones are the
-// workflow's, each a timer in its history.
+// FirstRetry is the first of the contract's waits (1 s, 2 s, 4 s, …), which the batch waits
+// itself; the later ones are the workflow's timers.
 const FirstRetry = time.Second
 
 // attempt sends d to target and records the attempt: the HTTP status and, when it was not
@@ -117,14 +111,12 @@ func (a *Activities) attempt(ctx context.Context, target ledger.Target, d ledger
 	return status, problem, canceled, err
 }
 
-// WebhookOutageGrace is how long a batch waits for PostgreSQL, when it cannot be reached, before
-// the batch fails and its activity is retried: a blip of a few seconds costs the batch a pause,
-// not the event it has just sent (sent again by the retry) and a backoff.
+// WebhookOutageGrace is how long a batch waits for an unreachable PostgreSQL before it fails: a
+// blip costs the batch a pause, not a resend of the event it has just sent and a backoff.
 const WebhookOutageGrace = 10 * time.Second
 
-// WebhookHeartbeat is DeliverWebhooks' heartbeat timeout: how soon a batch whose worker died
-// is tried again elsewhere. The batch heartbeats a few times within it, whatever one send takes
-// (up to PAYMENTS_WEBHOOK_TIMEOUT, a minute at most), so it may be short.
+// WebhookHeartbeat is how soon a batch whose worker died is tried elsewhere. It may be short: the
+// batch heartbeats a few times within it however long one send takes (a minute at most).
 const WebhookHeartbeat = 15 * time.Second
 
 // heartbeatEvery records the activity's heartbeat every interval until stop is called; stop

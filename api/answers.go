@@ -90,3 +90,33 @@ func accountAnswer(a ledger.Account) idempotency.Response {
 func endpointAnswer(e ledger.Endpoint) idempotency.Response {
 	return jsonAnswer(http.StatusCreated, "/v1/webhook-endpoints/"+e.ID, e)
 }
+
+// AuthorizationAnswer is the answer to an authorization or to a decision on it, as the API gives
+// it: stored in the transaction that decides it (ledger.AuthorizationAnswer) and replayed byte
+// for byte. An authorization: 201 with it authorized, or 422 insufficient-funds naming it. A
+// capture or a void: 200 with the authorization as it left it, or, when it had ended already
+// (another decision or its expiry came first), 422 authorization-not-pending with its status.
+func AuthorizationAnswer(a ledger.Authorization, action ledger.Action, won bool) idempotency.Response {
+	var p *problem.Problem
+	switch {
+	case action == ledger.ActionAuthorize && won:
+		return authorizationResponse(http.StatusCreated, a)
+	case won:
+		return jsonAnswer(http.StatusOK, "", a)
+	case action == ledger.ActionAuthorize:
+		p = problem.New(http.StatusUnprocessableEntity, "insufficient-funds",
+			fmt.Sprintf("account %s does not have %d %s available", a.FromAccountID, a.AmountMinor, a.Currency))
+	default:
+		p = problem.New(http.StatusUnprocessableEntity, "authorization-not-pending",
+			fmt.Sprintf("authorization %s is %s: only an authorized one can be %s", a.ID, a.Status, pastTense[action]))
+		p.AuthorizationStatus = string(a.Status)
+	}
+	p.AuthorizationID = a.ID
+	return idempotency.Response{Status: p.Status, ContentType: problem.ContentType, Body: p.Body()}
+}
+
+var pastTense = map[ledger.Action]string{ledger.ActionCapture: "captured", ledger.ActionVoid: "voided", ledger.ActionExpire: "expired"}
+
+func authorizationResponse(status int, a ledger.Authorization) idempotency.Response {
+	return jsonAnswer(status, "/v1/authorizations/"+a.ID, a)
+}

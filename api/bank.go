@@ -11,15 +11,11 @@ import (
 	"github.com/payments/payments/internal/problem"
 )
 
-// bankEvent receives a bank callback (docs/contract.md §6). The signature is checked over the
-// raw body, and that same body, decoded once and strictly, is what is acted on. A verified event
-// is answered 2xx whether it is new, a duplicate, matches nothing, is no event at all (malformed
-// or ambiguous: kept with the reason, no effect) or conflicts with the event first received
-// under its id (kept, no effect): the bank would otherwise send it again for ever. Its effect
-// happens at most once, because each effect is keyed by the event: an Update with the event's id
-// to a payout's run, the workflow ID payin/<event id> for a credit. Only when the effect could
-// not be handed on (PostgreSQL or Temporal unreachable) is it answered 503, so that the bank
-// sends it again.
+// bankEvent receives a bank callback (docs/contract.md §6): the signature is checked over the raw
+// body, and that same body, decoded once and strictly, is acted on. A verified event is answered
+// 2xx whatever it is (new, a duplicate, unmatched, malformed, conflicting: kept, no effect), or
+// the bank would send it again for ever; each effect is keyed by the event id, so it happens at
+// most once. Only when it could not be handed on (an outage) is it answered 503.
 func (s *Server) bankEvent(c echo.Context) error {
 	ctx := c.Request().Context()
 	raw := body(c)

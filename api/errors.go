@@ -79,6 +79,8 @@ func nameOperation(p *problem.Problem, kind operation.Kind, id string) {
 		p.RefundID = id
 	case operation.KindPayout:
 		p.PayoutID = id
+	case operation.KindAuthorization:
+		p.AuthorizationID = id
 	default:
 		p.TransferID = id
 	}

@@ -31,3 +31,17 @@ func (s *Server) listPayouts(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, page)
 }
+
+// listAuthorizations is GET /v1/authorizations: the authorizations that touch the caller's
+// accounts, newest first.
+func (s *Server) listAuthorizations(c echo.Context) error {
+	f, err := s.listFilter(c, []string{"pending", "authorized", "captured", "voided", "expired", "rejected"})
+	if err != nil {
+		return err
+	}
+	page, err := s.Ledger.Authorizations(c.Request().Context(), owner(c), f)
+	if err != nil {
+		return listError(err)
+	}
+	return c.JSON(http.StatusOK, page)
+}

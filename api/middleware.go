@@ -75,8 +75,7 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// recoverPanic turns a panic in a handler into a 500 problem for that request alone, with the
-// panic and its stack in the log, instead of a dropped connection.
+// recoverPanic turns a panic in a handler into a 500 for that request alone, its stack logged.
 func recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) (err error) {
 		defer func() {
@@ -91,9 +90,7 @@ func recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// authenticate resolves the bearer key to its owner and scopes. The key itself is never
-// logged. Nothing is cached: a revoked key is refused from the revocation's commit on, on every
-// API process (contract §10).
+// authenticate resolves the bearer key to its owner and scopes; the key itself is never logged.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		header := c.Request().Header.Get(echo.HeaderAuthorization)
@@ -145,8 +142,7 @@ func (s *Server) limitRate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// limitBody reads the whole body, refusing more than MaxBodyBytes with 413, so handlers can
-// both decode it and fingerprint it.
+// limitBody reads the whole body (413 past MaxBodyBytes), so handlers can decode and fingerprint it.
 func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
@@ -169,10 +165,8 @@ func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// detach lets a request that has arrived whole run to its end even if the client hangs up: a
-// transfer the client sent is then submitted, and its retry finds the one result, instead of
-// depending on how far the handler got before the disconnect. Waits inside are bounded
-// (PAYMENTS_SYNC_WAIT), so a gone client holds nothing for long.
+// detach lets a request that has arrived whole run to its end if the client hangs up, so that its
+// retry finds the one result; waits inside are bounded (PAYMENTS_SYNC_WAIT).
 func detach(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()

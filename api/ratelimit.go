@@ -8,10 +8,9 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// RateLimits is a token bucket per API key (contract §10): PerSecond requests a second with a
-// burst of twice that. The buckets live in this process, so with n API processes behind a
-// balancer a key may send up to n times the rate in all: docs/security.md says so, and why that
-// was chosen over a bucket in PostgreSQL (a write per request). A nil *RateLimits limits nothing.
+// RateLimits is a token bucket per API key (contract §10), with a burst of twice PerSecond. The
+// buckets live in this process, so n API processes let a key send n times the rate
+// (docs/security.md says why: a bucket in PostgreSQL is a write per request). nil limits nothing.
 type RateLimits struct {
 	PerSecond float64
 

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	payments "github.com/payments/payments"
+	"github.com/payments/payments/authorizations"
 	"github.com/payments/payments/deliveries"
 	"github.com/payments/payments/internal/auth"
 	"github.com/payments/payments/internal/ledger"
@@ -32,12 +33,13 @@ const MaxBodyBytes = 64 << 10
 
 // Server holds the API's dependencies.
 type Server struct {
-	DB        *pgxpool.Pool
-	Ledger    *ledger.Ledger
-	Transfers *transfers.Service
-	Payouts   *payouts.Service
-	Payins    *payins.Service
-	Webhooks  *deliveries.Service
+	DB             *pgxpool.Pool
+	Ledger         *ledger.Ledger
+	Transfers      *transfers.Service
+	Payouts        *payouts.Service
+	Payins         *payins.Service
+	Authorizations *authorizations.Service
+	Webhooks       *deliveries.Service
 	// WebhookURLs decides which URLs an endpoint may have (PAYMENTS_WEBHOOK_ALLOW_INSECURE).
 	WebhookURLs webhook.Policy
 	Temporal    client.Client
@@ -96,6 +98,11 @@ func (s *Server) Handler() *echo.Echo {
 	v1.POST("/payouts", s.createPayout, payouts...)
 	v1.GET("/payouts", s.listPayouts, read...)
 	v1.GET("/payouts/:id", s.getPayout, read...)
+	v1.POST("/authorizations", s.createAuthorization, transfers...)
+	v1.GET("/authorizations", s.listAuthorizations, read...)
+	v1.GET("/authorizations/:id", s.getAuthorization, read...)
+	v1.POST("/authorizations/:id/capture", s.captureAuthorization, transfers...)
+	v1.POST("/authorizations/:id/void", s.voidAuthorization, transfers...)
 	v1.GET("/events", s.listEvents, read...)
 	v1.POST("/webhook-endpoints", s.createEndpoint, webhooks...)
 	v1.GET("/webhook-endpoints", s.listEndpoints, read...)

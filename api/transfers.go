@@ -13,7 +13,6 @@ import (
 )
 
 func (s *Server) createTransfer(c echo.Context) error {
-	ctx := c.Request().Context()
 	scope, err := idempotencyScope(c, idempotency.RouteTransfers)
 	if err != nil {
 		return err
@@ -22,29 +21,13 @@ func (s *Server) createTransfer(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-
 	if done, err := s.replayed(c, scope, fp); done || err != nil {
 		return err
 	}
 
-	// Funding accounts are the ledger's own: no customer's transfer takes money from or gives
-	// money to them.
-	from, to, err := s.Ledger.Accounts(ctx, owner(c), req.FromAccountID, req.ToAccountID)
-	if err == nil && (from.Kind != ledger.KindCustomer || to.Kind != ledger.KindCustomer) {
-		err = ledger.ErrNotFound
-	}
+	from, to, err := s.between(c, req.FromAccountID, req.ToAccountID, req.Currency, "transfer")
 	if err != nil {
-		return notFound(err, "account")
-	}
-	switch {
-	case from.Currency != req.Currency:
-		return problem.New(http.StatusUnprocessableEntity, "currency-mismatch",
-			"the transfer is in "+req.Currency+" but account "+from.ID+" holds "+from.Currency)
-	case to.Currency != req.Currency:
-		// The destination may be another owner's: say that it does not take this currency,
-		// not which one it holds.
-		return problem.New(http.StatusUnprocessableEntity, "currency-mismatch",
-			"the transfer is in "+req.Currency+", which the destination account does not hold")
+		return err
 	}
 	answer, err := s.submit(c, transfers.Request{
 		Scope: scope, Fingerprint: fp, From: from.ID, To: to.ID,
@@ -69,4 +52,27 @@ func (s *Server) getTransfer(c echo.Context) error {
 		return notFound(err, "transfer")
 	}
 	return c.JSON(http.StatusOK, t)
+}
+
+// between reads the two customer accounts money moves between for the caller, the source the
+// caller's own, both in currency (what names the movement in the error). Funding accounts are
+// the ledger's own: no customer's transfer takes money from or gives money to them.
+func (s *Server) between(c echo.Context, fromID, toID, currency, what string) (from, to ledger.Account, err error) {
+	from, to, err = s.Ledger.Accounts(c.Request().Context(), owner(c), fromID, toID)
+	if err == nil && (from.Kind != ledger.KindCustomer || to.Kind != ledger.KindCustomer) {
+		err = ledger.ErrNotFound
+	}
+	switch {
+	case err != nil:
+		return from, to, notFound(err, "account")
+	case from.Currency != currency:
+		return from, to, problem.New(http.StatusUnprocessableEntity, "currency-mismatch",
+			"the "+what+" is in "+currency+" but account "+from.ID+" holds "+from.Currency)
+	case to.Currency != currency:
+		// The destination may be another owner's: say that it does not take this currency,
+		// not which one it holds.
+		return from, to, problem.New(http.StatusUnprocessableEntity, "currency-mismatch",
+			"the "+what+" is in "+currency+", which the destination account does not hold")
+	}
+	return from, to, nil
 }

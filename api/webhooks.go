@@ -13,11 +13,8 @@ import (
 	"github.com/payments/payments/internal/problem"
 )
 
-// createEndpoint registers a webhook endpoint (docs/contract.md §7). The endpoint, its
-// idempotency record and the answer (which alone shows the secret) commit together, as an
-// account's do (ledger.RegisterEndpoint, which checks the URL of a new endpoint); then its
-// delivery workflow is started. If that start fails, the endpoint's first event starts it
-// (deliveries.Service.Wake), or the recovery pass does.
+// createEndpoint registers a webhook endpoint (docs/contract.md §7; ledger.RegisterEndpoint),
+// then starts its delivery workflow; if that fails, its first event or the recovery pass does.
 func (s *Server) createEndpoint(c echo.Context) error {
 	ctx := c.Request().Context()
 	scope, err := idempotencyScope(c, idempotency.RouteEndpoints)

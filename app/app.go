@@ -14,6 +14,7 @@ import (
 
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/api"
+	"github.com/payments/payments/authorizations"
 	"github.com/payments/payments/deliveries"
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/config"
@@ -47,16 +48,17 @@ type Settings struct {
 
 // App is the system's parts on one database and one Temporal client.
 type App struct {
-	Ledger    *ledger.Ledger
-	Temporal  client.Client
-	Transfers *transfers.Service
-	Payouts   *payouts.Service
-	Payins    *payins.Service
-	Webhooks  *deliveries.Service
-	Bank      bank.Rail
-	settings  Settings
-	log       *slog.Logger
-	listener  *operation.Listener
+	Ledger         *ledger.Ledger
+	Temporal       client.Client
+	Transfers      *transfers.Service
+	Payouts        *payouts.Service
+	Payins         *payins.Service
+	Webhooks       *deliveries.Service
+	Authorizations *authorizations.Service
+	Bank           bank.Rail
+	settings       Settings
+	log            *slog.Logger
+	listener       *operation.Listener
 }
 
 // New assembles the parts on db and c. listener, when not nil, is shared by a worker and an API
@@ -76,9 +78,10 @@ func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listen
 		Transfers: &transfers.Service{Runner: runner, Ledger: l, Answer: api.TransferAnswer, TTL: s.TTL, RetryFor: s.RetryFor},
 		Payouts: &payouts.Service{Runner: runner, Ledger: l, TTL: s.TTL, RetryFor: s.RetryFor,
 			BankRetryFor: s.Bank.RetryFor, PollAfter: s.Bank.PollAfter, ReturnWindow: s.Bank.ReturnWindow},
-		Payins:   &payins.Service{Temporal: c, Converter: s.Converter, RetryFor: s.RetryFor},
-		Webhooks: hooks,
-		Bank:     &bank.HTTP{BaseURL: s.Bank.URL},
+		Authorizations: &authorizations.Service{Runner: runner, Ledger: l, Answer: api.AuthorizationAnswer, TTL: s.TTL, RetryFor: s.RetryFor},
+		Payins:         &payins.Service{Temporal: c, Converter: s.Converter, RetryFor: s.RetryFor},
+		Webhooks:       hooks,
+		Bank:           &bank.HTTP{BaseURL: s.Bank.URL},
 	}
 }
 
@@ -86,19 +89,21 @@ func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listen
 // caller starts and stops it.
 func (a *App) Worker() sdkworker.Worker {
 	acts := &activities.Activities{Ledger: a.Ledger, Answer: api.TransferAnswer, PayoutAnswer: api.PayoutAnswer,
-		Bank: a.Bank, Webhooks: a.policy().Client(a.settings.Webhooks.Timeout)}
+		AuthorizationAnswer: api.AuthorizationAnswer,
+		Bank:                a.Bank, Webhooks: a.policy().Client(a.settings.Webhooks.Timeout)}
 	if a.listener != nil {
 		acts.OnAnswer = a.listener
 	}
-	// The recovery pass: the transfers, then the payouts, left pending, and the webhook
-	// endpoints behind.
-	return worker.New(a.Temporal, acts, operation.Recovery{a.Transfers, a.Payouts, a.Webhooks})
+	// The recovery pass: the transfers, the payouts and the authorizations left pending, and the
+	// webhook endpoints behind.
+	return worker.New(a.Temporal, acts, operation.Recovery{a.Transfers, a.Payouts, a.Authorizations, a.Webhooks})
 }
 
 // Server returns the HTTP API.
 func (a *App) Server() *api.Server {
 	return &api.Server{DB: a.Ledger.DB, Ledger: a.Ledger, Transfers: a.Transfers, Payouts: a.Payouts, Payins: a.Payins,
-		Webhooks: a.Webhooks, WebhookURLs: a.policy(), Temporal: a.Temporal, BankSecret: []byte(a.settings.Bank.Secret), TTL: a.settings.TTL, Log: a.log,
+		Authorizations: a.Authorizations,
+		Webhooks:       a.Webhooks, WebhookURLs: a.policy(), Temporal: a.Temporal, BankSecret: []byte(a.settings.Bank.Secret), TTL: a.settings.TTL, Log: a.log,
 		Limits: &api.RateLimits{PerSecond: a.settings.RateLimit}}
 }
 

@@ -62,8 +62,7 @@ func (s *Service) Start(ctx context.Context, endpointID string) error {
 	return err
 }
 
-// start is Start, saying what it did: started (or joined a run going), or stopped (the latest
-// run ended).
+// start is Start, saying what it did: Started (or joined a run going), or Stopped (run ended).
 func (s *Service) start(ctx context.Context, endpointID string) (operation.Outcome, error) {
 	opts := s.Options(endpointID)
 	opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
@@ -80,9 +79,8 @@ func (s *Service) start(ctx context.Context, endpointID string) (operation.Outco
 	return operation.Started, nil
 }
 
-// ensure wakes endpoint's delivery workflow, and starts it when it has never run (its start
-// after the endpoint was created did not happen). It says which: running, started, or stopped
-// (the latest run ended: gave up, or canceled).
+// ensure wakes endpoint's delivery workflow, or starts it when it has never run (its start after
+// the endpoint was created did not happen): Running, Started, or Stopped (the latest run ended).
 func (s *Service) ensure(ctx context.Context, endpointID string) (operation.Outcome, error) {
 	err := s.Temporal.SignalWorkflow(ctx, WorkflowID(endpointID), "", workflows.WakeSignal, nil)
 	var notFound *serviceerror.NotFound
@@ -92,11 +90,9 @@ func (s *Service) ensure(ctx context.Context, endpointID string) (operation.Outc
 	return operation.Running, operation.TemporalError(err)
 }
 
-// Wake tells the delivery workflows of endpoints that new events wait for them (the ledger's
-// Wake, after a commit). It returns at once: the signals go in the background, at most one at
-// a time per endpoint, so that a burst of events costs a few signals, not one per event. One
-// that fails is sent again for a while; one that is lost (this process stops, Temporal is
-// unreachable for longer) is made up for by the recovery pass (ResolveStale).
+// Wake tells the delivery workflows of endpoints that new events wait for them. It returns at
+// once: the signals go in the background, one at a time per endpoint, so a burst costs a few. A
+// failed one is retried for a while; a lost one is made up for by the recovery pass.
 func (s *Service) Wake(endpointIDs []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -113,9 +109,8 @@ func (s *Service) Wake(endpointIDs []string) {
 	}
 }
 
-// signal sends id's wake signals for as long as Wakes keep coming: after each, it holds the
-// endpoint's slot for a spacing that grows from wakeEvery to wakeEveryBusy, and the Wakes made
-// meanwhile are one signal at its end. A spacing without a Wake ends it.
+// signal sends id's wake signals while Wakes keep coming: after each it holds the endpoint's slot
+// for a growing spacing, the Wakes meanwhile one signal at its end; a spacing without one ends it.
 func (s *Service) signal(id string) {
 	var failing time.Time // since when the wake has failed, if it has
 	spacing := wakeEvery
@@ -147,28 +142,23 @@ func (s *Service) signal(id string) {
 
 func isOutage(err error) bool { _, ok := outage.As(err); return ok }
 
-// wakeEvery spaces the wake signals of one endpoint from one process: at most one in flight,
-// and then one after wakeEvery, the next after twice that, and so on to one per wakeEveryBusy
-// while events keep coming. Each signal is an event and a workflow task in the run's history:
-// a run busy with a batch that takes minutes (its endpoint slow, PostgreSQL away) takes a few
-// hundred of them, not thousands, and a worker that has to replay the history does so in time.
-// What commits between two signals the run reads anyway: it drains the outbox, not the signals.
+// wakeEvery spaces one endpoint's wake signals, doubling up to wakeEveryBusy while events keep
+// coming: each is an event and a workflow task in the run's history, so a run busy for minutes
+// takes a few hundred, not thousands. What commits between two signals the run reads anyway.
 const (
 	wakeEvery     = 100 * time.Millisecond
 	wakeEveryBusy = time.Second
 )
 
-// A wake that fails (Temporal unreachable, restarting) is sent again every wakeRetry for
-// wakeRetryFor: the events it announces would otherwise wait for the recovery pass, minutes
-// away, unless another event woke the run.
+// A failed wake is sent again every wakeRetry for wakeRetryFor: its events would otherwise wait
+// for the recovery pass, minutes away, unless another event woke the run.
 const (
 	wakeRetry    = time.Second
 	wakeRetryFor = 2 * time.Minute
 )
 
-// Delete deletes ownerID's endpoint id: its pending deliveries are canceled in the ledger, then
-// its delivery run is canceled (it would stop at its next batch anyway). ledger.ErrNotFound
-// when ownerID has no such endpoint.
+// Delete deletes ownerID's endpoint id (ledger.ErrNotFound if none) and its pending deliveries,
+// then cancels its delivery run (which would stop at its next batch anyway).
 func (s *Service) Delete(ctx context.Context, ownerID, id string) error {
 	if err := s.Ledger.DeleteEndpoint(ctx, ownerID, id); err != nil {
 		return err
@@ -181,9 +171,8 @@ func (s *Service) Delete(ctx context.Context, ownerID, id string) error {
 	return nil
 }
 
-// ResolveStale makes sure the endpoints with deliveries pending for longer than olderThan have
-// their delivery run going: woken, or started if it never ran. A run that gave up (or was
-// canceled from the UI) is counted as stopped and left to `payments rerun failed` or a Reset.
+// ResolveStale wakes, or starts, the delivery runs of endpoints with deliveries pending for longer
+// than olderThan. A run that gave up (or was canceled) is Stopped, left to `rerun failed`.
 func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (operation.Tally, error) {
 	var res operation.Tally
 	ids, err := s.Ledger.EndpointsBehind(ctx, olderThan)
@@ -200,10 +189,8 @@ func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (op
 	return res, res.Err(nil)
 }
 
-// restartCompleted starts endpointID's delivery workflow again if its latest run completed: a
-// run completes only when it finds its endpoint deleted, and this one is not (ResolveStale
-// lists only endpoints that exist), so nothing else would ever deliver its events. A run that
-// gave up or was canceled stays stopped, for `payments rerun failed` or a Reset.
+// restartCompleted starts endpointID's delivery workflow again if its latest run completed: a run
+// completes only when its endpoint is deleted, and this one exists, so nothing else would deliver.
 func (s *Service) restartCompleted(ctx context.Context, endpointID string) (operation.Outcome, error) {
 	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, WorkflowID(endpointID), "")
 	if err != nil {
@@ -223,9 +210,8 @@ func (s *Service) restartCompleted(ctx context.Context, endpointID string) (oper
 	return operation.Started, nil
 }
 
-// RerunFailed finds the delivery workflows whose latest run failed (gave up on an event), was
-// canceled, terminated or timed out, and starts each again: from the event it stopped at, with a new
-// PAYMENTS_WEBHOOK_RETRY_FOR. A run of a deleted endpoint ends at once.
+// RerunFailed starts again the delivery workflows whose latest run failed (gave up on an event),
+// was terminated or timed out, from the event it stopped at, with a new PAYMENTS_WEBHOOK_RETRY_FOR.
 func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(operation.Rerun)) error {
 	decode := func(input func(any) error) (operation.Operation, error) {
 		var in workflows.WebhookInput

@@ -28,13 +28,9 @@ type Service struct {
 	RetryFor  time.Duration           // how long crediting retries technical failures
 }
 
-// Receive starts the payin of a verified credit.received event, once: the workflow ID is the
-// event's, and a run already there (the bank sent the event twice) is the same payin. It returns
-// what became of the event, for the record. An error is Temporal unreachable: the bank is
-// answered so, and sends the event again. A credit of an amount no account can take (not
-// positive, or beyond money.MaxAmountMinor) is not run: it is recorded as rejected, the event
-// kept for an operator. Any account number and currency are run: one that names no account of
-// that currency is an unmatched payin, kept for an operator too.
+// Receive starts the payin of a verified credit.received event once (the workflow ID is the
+// event's), and returns what became of it; an error is Temporal unreachable. An amount no account
+// can take is rejected, not run; an unknown account number is run, as an unmatched payin.
 func (s *Service) Receive(ctx context.Context, e bank.Event) (string, error) {
 	if err := money.CheckAmount(e.Data.AmountMinor); err != nil {
 		return "rejected: amount_minor " + err.Error(), nil
@@ -53,8 +49,7 @@ func (s *Service) Receive(ctx context.Context, e bank.Event) (string, error) {
 	return "payin started", nil
 }
 
-// Options are a payin run's: its ID is the bank event's; a run that completed is never
-// repeated, one that failed may run again.
+// Options are a payin run's, under the bank event's ID: never repeated once completed.
 func (s *Service) Options(in workflows.PayinInput) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                                       idempotency.Scope{Route: idempotency.RoutePayin, Key: in.BankEventID}.WorkflowID(),
@@ -66,9 +61,8 @@ func (s *Service) Options(in workflows.PayinInput) client.StartWorkflowOptions {
 	}
 }
 
-// RerunFailed finds the payin workflows whose latest run failed, was terminated or timed
-// out,
-// and runs each again: the ledger credits each bank event at most once however often this runs.
+// RerunFailed runs again the payin workflows whose latest run failed, was terminated or timed
+// out: the ledger credits each bank event at most once however often this runs.
 func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(operation.Rerun)) error {
 	decode := func(input func(any) error) (operation.Operation, error) {
 		var in workflows.PayinInput

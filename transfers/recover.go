@@ -10,19 +10,11 @@ import (
 	"github.com/payments/payments/internal/operation"
 )
 
-// ResolveStale resolves the transfers pending for longer than olderThan (workflows.StaleAfter),
-// so that no claim stays pending for ever and no key stays bound to a request nobody runs. A
-// transfer's own run settles it within PAYMENTS_TRANSFER_RETRY_FOR, so one still pending is a
-// claim whose workflow never started (the API died between the claim and the start, or
-// Temporal was unreachable and the client never retried) or whose run ended without a word to
-// the ledger (terminated by an operator):
-//   - no run of the transfer exists: its run is started (the request was valid and accepted; the
-//     client was told to retry, or never heard back);
-//   - its run is still open: it is left to finish;
-//   - a run of an earlier use of its key is still open: the claim is withdrawn (the client was
-//     told 409, nothing done, or never heard back);
-//   - its run ended without posting (terminated, timed out): the transfer is marked failed, as a
-//     failed run would have, and the same request (or `payments rerun failed`) runs it again.
+// ResolveStale resolves the transfers pending for longer than olderThan, so that no key stays
+// bound to a request nobody runs. One still pending never started (the API died after the claim)
+// or ended without a word to the ledger (terminated): with no run it is started; an open run is
+// left to finish; an earlier use's open run withdraws the claim (the client was told 409); a run
+// that ended without posting marks it failed, as a failed run would have.
 func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (operation.Tally, error) {
 	var res operation.Tally
 	err := s.Ledger.StalePending(ctx, olderThan, func(page []ledger.Transfer) error {

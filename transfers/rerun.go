@@ -11,10 +11,8 @@ import (
 	"github.com/payments/payments/workflows"
 )
 
-// RerunFailed finds the transfer workflows whose latest run failed, was terminated or timed
-// out (and closed after since, when since is not zero) and runs each again under the same
-// workflow ID with the same input, one at a time, reporting each outcome as it is known. The
-// ledger posts each transfer at most once however often this runs.
+// RerunFailed runs again, with the same input, the transfer workflows whose latest run failed,
+// was terminated or timed out, reporting each outcome. The ledger posts each transfer at most once.
 func (s *Service) RerunFailed(ctx context.Context, since time.Time, report func(operation.Rerun)) error {
 	decode := func(input func(any) error) (operation.Operation, error) {
 		var in workflows.TransferInput

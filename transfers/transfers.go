@@ -1,8 +1,6 @@
-// Package transfers submits transfers: it claims the idempotency scope, starts the transfer
-// workflow under the scope's workflow ID (or finds the run already there) and waits for its
-// answer. The HTTP API and the `deposit` command both submit through it; `rerun failed` and the
-// recovery Schedule run transfers again through it. Errors are the domain's (ErrReused,
-// InUseError, FailedError, outages); the edge turns them into its own words.
+// Package transfers submits transfers and refunds: it claims the idempotency scope, starts the
+// transfer workflow under the scope's workflow ID (or finds the run there) and waits for its
+// answer. Errors are the domain's (ErrReused, InUseError, FailedError, outages), not the edge's.
 package transfers
 
 import (
@@ -77,11 +75,9 @@ type Answer = operation.Answer[ledger.Transfer]
 // FailedError is operation.FailedError: a transfer or refund whose run ended without posting it.
 type FailedError = operation.FailedError
 
-// Submit runs the transfer once per scope and answers as the contract says (docs/contract.md
-// §3, §4). The error, when not nil, is idempotency.ErrReused, an *InUseError, a *FailedError,
-// an outage (Temporal or PostgreSQL unreachable), or PostgreSQL's refusal of a value of the
-// request; the Answer then still names the transfer when one was claimed. The claim and the
-// start do not follow the client's context (operation.Submission).
+// Submit runs the transfer once per scope (docs/contract.md §3, §4). The error is ErrReused, an
+// *InUseError, a *FailedError, an outage, or PostgreSQL's refusal of a value; the Answer still
+// names a transfer claimed. The claim and the start do not follow ctx (operation.Submission).
 func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	var in workflows.TransferInput
 	return operation.Submit(ctx, s.Runner, s.claim(r, &in), func(sub *operation.Submission, answer Answer) operation.Ending[ledger.Transfer, workflows.TransferOutcome] {
@@ -95,35 +91,27 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 				return answer, nil
 			},
 			Await: func(waitCtx context.Context, run client.WorkflowRun) (Answer, error) {
-				return s.await(ctx, waitCtx, sub, in, run, answer)
+				resp, err := operation.WaitResult(waitCtx, s.Runner, sub, run,
+					func(out workflows.TransferOutcome) idempotency.Response { return out.Response })
+				if err == nil {
+					answer.Response = resp
+					return answer, nil
+				}
+				return s.afterWait(ctx, in, run, answer, sub.Created, err)
 			},
 		}
 	})
 }
 
-// await answers with run's result, or the answer committing here, while waitCtx lasts; or, when
-// neither comes, as afterWait says for the client's ctx.
-func (s *Service) await(ctx, waitCtx context.Context, sub *operation.Submission, in workflows.TransferInput, run client.WorkflowRun, answer Answer) (Answer, error) {
-	resp, err := operation.WaitResult(waitCtx, s.Runner, sub, run, outcomeAnswer)
-	if err == nil {
-		answer.Response = resp
-		return answer, nil
-	}
-	return s.afterWait(ctx, in, run, answer, sub.Created, err)
-}
-
-func outcomeAnswer(out workflows.TransferOutcome) idempotency.Response { return out.Response }
-
-// afterWait answers when the wait gave no result: the run ended without one, the wait ran out,
-// or Temporal could not be asked. In the first two cases the ledger says how the transfer
-// stands, and that is the answer.
+// afterWait answers when the wait gave no result: when the run ended without one or the wait ran
+// out, the ledger says how the transfer stands; otherwise Temporal could not be asked.
 func (s *Service) afterWait(ctx context.Context, in workflows.TransferInput, run client.WorkflowRun, answer Answer, created bool, err error) (Answer, error) {
-	var t ledger.Transfer
 	switch {
 	case operation.Ended(err):
 		return s.ended(ctx, in, run.GetRunID(), answer)
 	case operation.TimedOut(err) && ctx.Err() == nil:
-		if t, err = s.Ledger.Requested(ctx, in.TransferID); err != nil {
+		t, err := s.Ledger.Requested(ctx, in.TransferID)
+		if err != nil {
 			return answer, database.Outage(err)
 		}
 		if created { // the first request: 202, the transfer still running
@@ -136,10 +124,9 @@ func (s *Service) afterWait(ctx context.Context, in workflows.TransferInput, run
 }
 
 // ended answers for a run (runID) that failed, timed out or was terminated. Its posting may have
-// committed all the same (a retry deadline that expired during the commit) or may still be
-// under way (a run terminated while its posting waited on a lock). Marking the transfer failed
-// by that run settles which: it waits for a posting under way and fences off any later one of
-// that run, so that "moved no money", once said, stays true.
+// committed anyway (a retry deadline expiring during the commit) or be under way (a run
+// terminated while its posting waited on a lock): marking the transfer failed by that run waits
+// for a posting under way and fences off any later one, so "moved no money" stays true.
 func (s *Service) ended(ctx context.Context, in workflows.TransferInput, runID string, answer Answer) (Answer, error) {
 	t, err := s.Ledger.MarkFailed(ctx, in.TransferID, runID, "its workflow ended before posting it; no money moved")
 	if err != nil {
@@ -148,9 +135,8 @@ func (s *Service) ended(ctx context.Context, in workflows.TransferInput, runID s
 	return s.settled(ctx, in, t, answer, &FailedError{Kind: kindOf(in), ID: in.TransferID, WorkflowID: in.WorkflowID})
 }
 
-// settled answers with t's stored answer when t is final, and otherwise with notFinal, or, when
-// that is nil, with t as pending (202) — or as failed (FailedError) when the ledger says its run
-// gave up: a 202 would promise a transfer that nothing is running.
+// settled answers with t's stored answer when t is final, else with notFinal, or t as pending
+// (202), or FailedError when its run gave up: a 202 would promise a transfer nothing is running.
 func (s *Service) settled(ctx context.Context, in workflows.TransferInput, t ledger.Transfer, answer Answer, notFinal error) (Answer, error) {
 	if !t.Status.Final() {
 		if notFinal == nil && t.Status == ledger.TransferFailed {
@@ -189,8 +175,7 @@ func (s *Service) input(r Request, transferID, workflowID string) workflows.Tran
 	return in
 }
 
-// claim claims r's transfer (in is its run's input once claimed): the pending transfer is its
-// row, and its id is the scope's TransferID (or RefundID) for this use of the key.
+// claim claims r's transfer (in is its run's input once claimed); its row is the pending transfer.
 func (s *Service) claim(r Request, in *workflows.TransferInput) operation.Claim {
 	return operation.Claim{Scope: r.Scope, Fingerprint: r.Fingerprint, Uses: ledger.TransfersUnder, NewID: r.id,
 		Then: func(ctx context.Context, tx pgx.Tx, c operation.Claimed) (err error) {
@@ -213,8 +198,7 @@ func (s *Service) claim(r Request, in *workflows.TransferInput) operation.Claim 
 // memoTransferID names the memo field holding the transfer a run posts.
 const memoTransferID = "transfer_id"
 
-// operation is in's run: a completed run is never repeated; a failed one may be run again under
-// the same ID.
+// operation is in's run: never repeated once completed; a failed one may run again under its ID.
 func (s *Service) operation(in workflows.TransferInput) operation.Operation {
 	return s.Runner.Operation(operation.Run{Kind: kindOf(in), Workflow: workflows.Transfer, MemoKey: memoTransferID, ID: in.TransferID,
 		Scope: in.Scope, Input: in, Attributes: workflows.SearchAttributes(in), Summary: workflows.Summary(in),

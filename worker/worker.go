@@ -34,8 +34,9 @@ import (
 // app assembles acts and the recovery pass (the services that resolve their claims left pending); a worker without the ledger or the answers it stores would fail
 // every posting, so it is refused here, at start.
 func New(c client.Client, acts *activities.Activities, recovery operation.Recovery) sdkworker.Worker {
-	if acts.Ledger == nil || acts.Answer == nil || acts.PayoutAnswer == nil || acts.Bank == nil || acts.Webhooks == nil || len(recovery) == 0 {
-		panic("worker.New: activities need Ledger, Answer, PayoutAnswer, Bank and Webhooks, and the recovery its services (app assembles them)")
+	if acts.Ledger == nil || acts.Answer == nil || acts.PayoutAnswer == nil || acts.AuthorizationAnswer == nil || acts.Bank == nil ||
+		acts.Webhooks == nil || len(recovery) == 0 {
+		panic("worker.New: activities need Ledger, Answer, PayoutAnswer, AuthorizationAnswer, Bank and Webhooks, and the recovery its services (app assembles them)")
 	}
 	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
 	registerWorkflows(w)
@@ -50,6 +51,7 @@ func registerWorkflows(r sdkworker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.Payout, workflow.RegisterOptions{Name: "Payout"})
 	r.RegisterWorkflowWithOptions(workflows.Payin, workflow.RegisterOptions{Name: "Payin"})
 	r.RegisterWorkflowWithOptions(workflows.WebhookDelivery, workflow.RegisterOptions{Name: "WebhookDelivery"})
+	r.RegisterWorkflowWithOptions(workflows.Authorization, workflow.RegisterOptions{Name: "Authorization"})
 	r.RegisterWorkflow(workflows.IdempotencyCleanup)
 	r.RegisterWorkflow(workflows.RecoverTransfers)
 	r.RegisterWorkflow(workflows.CreditBankReturns)

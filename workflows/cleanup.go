@@ -15,8 +15,7 @@ const (
 )
 
 // IdempotencyCleanup deletes the idempotency records whose replay window has passed, so that
-// their keys may start new operations. It runs on a Schedule, which shows every pass and its
-// result in the Temporal UI.
+// their keys may start new operations; its Schedule shows every pass in the Temporal UI.
 func IdempotencyCleanup(ctx workflow.Context) (activities.CleanupResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Minute,

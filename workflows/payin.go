@@ -25,9 +25,8 @@ func PayinSummary(in PayinInput) string {
 	return fmt.Sprintf("payin of %s %s minor (bank event %s)", groupThousands(in.AmountMinor), in.Currency, in.BankEventID)
 }
 
-// Payin credits money that arrived through the bank, once per bank event: the workflow ID is the
-// event's (payin/<bank event id>), and the ledger credits it in the same transaction as it
-// records the event's payin.
+// Payin credits money that arrived through the bank, once per bank event (the workflow ID and the
+// ledger's payin row are keyed by it).
 func Payin(ctx workflow.Context, in PayinInput) (PayinOutcome, error) {
 	var a *activities.Activities
 	ctx = workflow.WithLocalActivityOptions(ctx, ledgerOptions(in.RetryFor))

@@ -9,22 +9,18 @@ import (
 	"github.com/payments/payments/internal/operation"
 )
 
-// The recovery Schedule: every RecoveryEvery, RecoverTransfers resolves the claims (transfers,
-// payouts) made more than StaleAfter ago and still pending, so that none stays pending for
-// longer than StaleAfter + RecoveryEvery (ledger.PendingBound, which reconcile holds the ledger
-// to), and the webhook endpoints left behind. The Schedule, workflow and activity keep the names
-// they had when they served transfers only: histories and running deployments know them by
-// these names (ADR 0011).
+// The recovery Schedule: every RecoveryEvery, RecoverTransfers resolves the claims still pending
+// after StaleAfter, so that none stays pending longer than both (ledger.PendingBound). The
+// Schedule, workflow and activity keep the names they had when they served transfers only:
+// histories and running deployments know them by these names (ADR 0011).
 const (
 	RecoveryScheduleID = "transfer-recovery"
 	RecoveryEvery      = 5 * time.Minute
 	StaleAfter         = 10 * time.Minute
 )
 
-// RecoverTransfers resolves the claims left pending: it starts the workflow of a claim whose
-// workflow never started, marks failed a transfer whose run ended without posting it, and
-// starts again a payout whose run failed with its money held (transfers.Service.ResolveStale,
-// payouts.Service.ResolveStale). Each pass shows in the Temporal UI under its Schedule.
+// RecoverTransfers resolves the claims left pending (each service's ResolveStale); each pass
+// shows in the Temporal UI under its Schedule.
 func RecoverTransfers(ctx workflow.Context) (operation.Tally, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Minute})
 	var res operation.Tally

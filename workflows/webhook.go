@@ -11,10 +11,8 @@ import (
 	"github.com/payments/payments/internal/config"
 )
 
-// WebhookInput is what an endpoint's delivery workflow takes: the endpoint, how long an event
-// the endpoint does not take is tried again before the run gives up, and, carried across
-// continue-as-new, the event it is stuck on, since when it has been failing and how many
-// attempts it has had from this run and the runs it continued.
+// WebhookInput is what an endpoint's delivery workflow takes; the failing event, since when and
+// its attempts are carried across continue-as-new.
 type WebhookInput struct {
 	EndpointID   string
 	RetryFor     config.Duration
@@ -41,22 +39,17 @@ const ErrTypeGaveUp = "WebhookGaveUp"
 // DefaultWebhookRetryFor is PAYMENTS_WEBHOOK_RETRY_FOR's default.
 const DefaultWebhookRetryFor = 72 * time.Hour
 
-// A run's history is bounded: it continues as new after webhookBatchesPerRun batches, or once
-// it has taken webhookSignalsPerRun wake signals (Temporal refuses a run's signals past 10,000,
-// which would leave an idle run deaf), or when Temporal suggests it.
+// A run continues as new after webhookBatchesPerRun batches, webhookSignalsPerRun wake signals
+// (Temporal refuses signals past 10,000, which would leave an idle run deaf), or when suggested.
 const (
 	webhookBatchesPerRun = 200
 	webhookSignalsPerRun = 1000
 )
 
-// WebhookDelivery delivers one endpoint's events, in the order they committed, for as long as the
-// endpoint exists (workflow ID webhook-delivery/<endpoint id>). It drains the endpoint's outbox
-// in PostgreSQL a batch per activity, then sleeps until a wake signal. When the endpoint does not
-// take an event, the batch tries it once more after 1 s, then the run tries it again after 2 s,
-// 4 s, … (at most an hour apart), each attempt an activity and each wait a timer in the history,
-// with the search attributes
-// saying which event type and what status; after RetryFor it fails, and the events behind it
-// wait, kept in PostgreSQL, for `payments rerun failed`. Deleting the endpoint cancels the run.
+// WebhookDelivery delivers one endpoint's events in commit order while the endpoint exists, a
+// batch per activity, sleeping until a wake signal. An event not taken is retried after 1 s, 2 s,
+// 4 s, … (at most an hour apart); after RetryFor the run fails, and the events behind it wait in
+// PostgreSQL for `payments rerun failed`. Deleting the endpoint cancels the run.
 func WebhookDelivery(ctx workflow.Context, in WebhookInput) error {
 	var a *activities.Activities
 	wake := workflow.GetSignalChannel(ctx, WakeSignal)
@@ -108,10 +101,9 @@ func WebhookDelivery(ctx workflow.Context, in WebhookInput) error {
 	return workflow.NewContinueAsNewError(ctx, WebhookDelivery, in)
 }
 
-// retryLater records an attempt that did not deliver and waits before the next one, or gives up
-// when the event has been failing for retryFor. The backoff and the retryFor are the event's:
-// an event that fails after another one went through, in an attempt of the batch that did not
-// return it (its worker died, PostgreSQL was away), starts from the first wait.
+// retryLater records an attempt that did not deliver and waits before the next, or gives up once
+// the event has been failing for retryFor. The backoff is the event's: one failing after another
+// went through in a batch that did not return it (its worker died) starts from the first wait.
 func retryLater(ctx workflow.Context, in *WebhookInput, f activities.WebhookAttempt, retryFor time.Duration) error {
 	now := workflow.Now(ctx)
 	if workflow.GetVersion(ctx, perEventBackoffChange, workflow.DefaultVersion, 1) == 1 {
@@ -161,8 +153,7 @@ func drain(wake workflow.ReceiveChannel) int {
 }
 
 // sleepUntilWoken waits for a wake signal, or for the run to be canceled (its endpoint deleted),
-// and returns how many signals it took. A signal lost on its way (its process died after the
-// commit) is made up by the recovery pass (webhooks.Service.ResolveStale).
+// and returns how many signals it took. A lost signal is made up by the recovery pass.
 func sleepUntilWoken(ctx workflow.Context, wake workflow.ReceiveChannel) (int, error) {
 	n := 0
 	sel := workflow.NewSelector(ctx)

@@ -4,6 +4,7 @@
 package request
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/payments/payments/internal/idempotency"
@@ -191,16 +193,111 @@ func DecodeTransfer(body []byte) (Transfer, []byte, error) {
 		return req, nil, err
 	}
 	var f fields
-	f.id("from_account_id", req.FromAccountID)
-	f.id("to_account_id", req.ToAccountID)
-	if req.FromAccountID != "" && req.FromAccountID == req.ToAccountID {
-		f.add("to_account_id", "must differ from from_account_id")
-	}
-	f.amount(req.AmountMinor)
-	f.currency(req.Currency)
+	f.between(req.FromAccountID, req.ToAccountID, req.AmountMinor, req.Currency)
 	f.text("description", req.Description, 140)
 	f.metadata(&req.Metadata)
 	return fingerprinted(req, f, idempotency.RouteTransfers)
+}
+
+// between checks the accounts, amount and currency of money moved from one account to another.
+func (f *fields) between(from, to string, amount int64, currency string) {
+	f.id("from_account_id", from)
+	f.id("to_account_id", to)
+	if from != "" && from == to {
+		f.add("to_account_id", "must differ from from_account_id")
+	}
+	f.amount(amount)
+	f.currency(currency)
+}
+
+// Authorization is a POST /v1/authorizations body, decoded once: executed and fingerprinted.
+// ExpiresIn is as given (its absence, the default, is another request than "168h").
+type Authorization struct {
+	FromAccountID string            `json:"from_account_id"`
+	ToAccountID   string            `json:"to_account_id"`
+	AmountMinor   int64             `json:"amount_minor"`
+	Currency      string            `json:"currency"`
+	ExpiresIn     string            `json:"expires_in,omitempty"`
+	Description   string            `json:"description,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+}
+
+// How long an authorization may hold its money (docs/contract.md §9).
+const (
+	DefaultExpiresIn = 7 * 24 * time.Hour
+	MinExpiresIn     = time.Second
+	MaxExpiresIn     = 30 * 24 * time.Hour
+)
+
+// DecodeAuthorization decodes and validates an authorization request and returns how long it
+// holds its money, and its fingerprint.
+func DecodeAuthorization(body []byte) (Authorization, time.Duration, []byte, error) {
+	var req Authorization
+	if err := decode(body, &req); err != nil {
+		return req, 0, nil, err
+	}
+	var f fields
+	f.between(req.FromAccountID, req.ToAccountID, req.AmountMinor, req.Currency)
+	expiresIn := DefaultExpiresIn
+	if req.ExpiresIn != "" {
+		d, err := time.ParseDuration(req.ExpiresIn)
+		switch {
+		case err != nil:
+			f.add("expires_in", `must be a duration such as "90s" or "72h"`)
+		case d < MinExpiresIn || d > MaxExpiresIn:
+			f.add("expires_in", "must be at least 1s and at most 720h (30 days)")
+		}
+		expiresIn = d
+	}
+	f.text("description", req.Description, 140)
+	f.metadata(&req.Metadata)
+	req, fp, err := fingerprinted(req, f, idempotency.RouteAuthorizations)
+	return req, expiresIn, fp, err
+}
+
+// Decision is a capture's or a void's request, decoded once: executed and fingerprinted with the
+// authorization it decides on (the route's scope is the same for every authorization).
+type Decision struct {
+	AuthorizationID string `json:"authorization_id"` // from the path, not the body
+	// AmountMinor is what a capture takes; nil (left out) takes all that was authorized.
+	AmountMinor *int64 `json:"amount_minor,omitempty"`
+}
+
+// DecodeCapture decodes and validates a capture of authorizationID: a JSON object with an
+// optional amount_minor, or no body at all (capture all).
+func DecodeCapture(authorizationID string, body []byte) (Decision, []byte, error) {
+	var b struct {
+		AmountMinor *int64 `json:"amount_minor,omitempty"`
+	}
+	if err := decodeOptional(body, &b); err != nil {
+		return Decision{}, nil, err
+	}
+	var f fields
+	if b.AmountMinor != nil {
+		if *b.AmountMinor == 0 {
+			f.add("amount_minor", "must be a positive integer count of minor units, or left out to capture all")
+		} else {
+			f.amount(*b.AmountMinor)
+		}
+	}
+	return fingerprinted(Decision{AuthorizationID: authorizationID, AmountMinor: b.AmountMinor}, f, idempotency.RouteCapture)
+}
+
+// DecodeVoid decodes a void of authorizationID: an empty JSON object, or no body at all.
+func DecodeVoid(authorizationID string, body []byte) (Decision, []byte, error) {
+	if err := decodeOptional(body, &struct{}{}); err != nil {
+		return Decision{}, nil, err
+	}
+	return fingerprinted(Decision{AuthorizationID: authorizationID}, nil, idempotency.RouteVoid)
+}
+
+// decodeOptional is decode, for a body that may be left out (empty, or only whitespace): then
+// dst keeps its zero value.
+func decodeOptional(body []byte, dst any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	return decode(body, dst)
 }
 
 // Account is a POST /v1/accounts body, decoded once: executed and fingerprinted.

@@ -53,9 +53,8 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	return sealSecrets(ctx, db, cfg.Temporal.Keys, stdout)
 }
 
-// sealSecrets seals, with PAYMENTS_CODEC_KEYS's first key, the secrets stored before secrets
-// were sealed or sealed with an older key (ledger.SealSecrets); without the keys it says how many
-// are in plaintext.
+// sealSecrets seals the secrets not sealed with the first key (ledger.SealSecrets); without the
+// keys it says how many are in plaintext.
 func sealSecrets(ctx context.Context, db *pgxpool.Pool, keys *keyring.Ring, stdout io.Writer) error {
 	if keys == nil {
 		var n int
@@ -271,8 +270,8 @@ func depositError(err error, account, key string) error {
 	return fmt.Errorf("deposit: %w", err)
 }
 
-// runReconcile checks the ledger invariants (docs/contract.md §4, docs/ledger.md) and prints a report. The idempotency TTL
-// in the environment tells a key's legitimate second use from a scope that moved money twice.
+// runReconcile checks the ledger invariants (docs/contract.md §4, docs/ledger.md). The idempotency
+// TTL in the environment tells a key's legitimate second use from a scope that moved money twice.
 func runReconcile(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parse(newFlags("reconcile"), args); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -14,9 +15,8 @@ import (
 	"github.com/payments/payments/banksim"
 )
 
-// runBanksim runs the bank simulator (docs/bank.md) until ctx ends. Every flag can also be set
-// by the environment, PAYMENTS_BANKSIM_<FLAG> (--error-rate: PAYMENTS_BANKSIM_ERROR_RATE); a
-// flag on the command line wins.
+// runBanksim runs the bank simulator (docs/bank.md) until ctx ends. Every flag can also be set as
+// PAYMENTS_BANKSIM_<FLAG>; the command line wins.
 func runBanksim(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("banksim")
 	defaultAddr, err := bankAddr()
@@ -60,8 +60,7 @@ func runBanksim(ctx context.Context, args []string, stdout io.Writer) error {
 		Seed: *seed, Faults: faults, Log: log})
 }
 
-// bankAddr is the host:port of PAYMENTS_BANK_URL (default http://localhost:8090), the address
-// the processor calls the bank at.
+// bankAddr is the host:port of PAYMENTS_BANK_URL, where the processor calls the bank.
 func bankAddr() (string, error) {
 	raw := os.Getenv("PAYMENTS_BANK_URL")
 	if raw == "" {
@@ -71,13 +70,7 @@ func bankAddr() (string, error) {
 	if err != nil || u.Hostname() == "" {
 		return "", fmt.Errorf("PAYMENTS_BANK_URL %q: want http://host:port", raw)
 	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"https": "443"}[u.Scheme]
-		if port == "" {
-			port = "80"
-		}
-	}
+	port := cmp.Or(u.Port(), map[string]string{"https": "443"}[u.Scheme], "80")
 	host := u.Hostname()
 	if host == "localhost" {
 		host = "127.0.0.1"
@@ -85,8 +78,7 @@ func bankAddr() (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// flagsFromEnv sets each flag from PAYMENTS_BANKSIM_<NAME> when present, before the command
-// line is parsed (so the command line wins).
+// flagsFromEnv sets each flag from PAYMENTS_BANKSIM_<NAME>, before the command line is parsed.
 func flagsFromEnv(fs *flag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {

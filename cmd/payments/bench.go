@@ -12,8 +12,7 @@ import (
 	"github.com/payments/payments/bench"
 )
 
-// runBench drives the running API (and baselines on the same PostgreSQL and Temporal) and
-// prints what a transfer costs (docs/benchmarks.md).
+// runBench drives the running API and prints what a transfer costs (docs/benchmarks.md).
 func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench")
 	api := fs.String("api", "http://localhost:8080", "base URL of the running API")

@@ -11,8 +11,7 @@ import (
 	"github.com/payments/payments/chaos"
 )
 
-// runChaos runs seeded chaos runs (docs/reliability.md), one per seed, each on a system of its
-// own, and exits 1 when any finds a violation.
+// runChaos runs a chaos run per seed on a system of its own (docs/reliability.md); exit 1 on a violation.
 func runChaos(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("chaos")
 	seeds := fs.String("seeds", "1", "comma-separated seeds: one run each")

@@ -8,8 +8,7 @@ import (
 	"strings"
 )
 
-// helpRequested is -h or --help on a command's line: dispatch prints the command's usage and
-// flags on stdout, and the command exits 0 without doing anything.
+// helpRequested is -h or --help: dispatch prints the command's usage and flags, and exits 0.
 type helpRequested struct{ fs *flag.FlagSet }
 
 func (helpRequested) Error() string { return "help requested" }

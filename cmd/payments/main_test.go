@@ -155,7 +155,7 @@ func TestReconcileCommand(t *testing.T) {
 	var out bytes.Buffer
 	// The test's bank does not answer: invariant 8 is reported as not checked, never as holding,
 	// whatever else runs on this machine (make run's bank on the default PAYMENTS_BANK_URL).
-	if err := dispatch(ctx, []string{"reconcile"}, &out); err != nil || !strings.Contains(out.String(), "All 12 invariants checked hold; 1 could not be checked") ||
+	if err := dispatch(ctx, []string{"reconcile"}, &out); err != nil || !strings.Contains(out.String(), "All 13 invariants checked hold; 1 could not be checked") ||
 		!strings.Contains(out.String(), "the bank at "+bankURL+" did not give its statement") {
 		t.Fatalf("clean ledger: %v\n%s", err, out.String())
 	}
@@ -191,7 +191,7 @@ func TestWorkerChecksSearchAttributes(t *testing.T) {
 	commandsOn(t, env.URL)
 	t.Setenv("TEMPORAL_NAMESPACE", "bare")
 	err = dispatch(ctx, []string{"worker"}, io.Discard)
-	want := "temporal operator search-attribute create --namespace bare --name AmountMinor --type Int --name Currency --type Keyword"
+	want := "temporal operator search-attribute create --namespace bare --name AmountMinor --type Int --name AuthorizationStatus --type Keyword --name Currency --type Keyword"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err %v, want the command to run (%s …)", err, want)
 	}

@@ -40,9 +40,8 @@ type deps struct {
 	dc       converter.DataConverter // temporal's: the payload codec's when PAYMENTS_CODEC_KEYS is set
 }
 
-// errNoKeys refuses to run without the keys that keep what the process writes unreadable at
-// rest (contract §10): it would write customers' data to Temporal, and webhook secrets to
-// PostgreSQL, in plaintext.
+// errNoKeys refuses to run without the keys that seal what the process writes (contract §10):
+// customers' data in Temporal and webhook secrets in PostgreSQL would otherwise be plaintext.
 var errNoKeys = usagef("PAYMENTS_CODEC_KEYS is not set: what this process writes to Temporal and the secrets it keeps " +
 	"are sealed with these keys (docs/security.md); make one with: export PAYMENTS_CODEC_KEYS=k1=$(head -c 32 /dev/urandom | base64)")
 
@@ -81,9 +80,8 @@ func open(ctx context.Context, lazyTemporal bool) (*deps, error) {
 	return &deps{cfg: cfg, log: log, db: db, temporal: c, dc: opts.DataConverter}, nil
 }
 
-// sdkMetrics reports the Temporal SDK's own metrics (polls, task latencies, activity and
-// workflow outcomes, all prefixed temporal_) in the process's Prometheus registry, next to ours.
-// One handler per process: the registry takes each metric once.
+// sdkMetrics reports the Temporal SDK's own metrics (prefixed temporal_) in the process's
+// Prometheus registry. One handler per process: the registry takes each metric once.
 var sdkMetrics = sync.OnceValue(func() client.MetricsHandler {
 	reporter := tallyprom.NewReporter(tallyprom.Options{Registerer: prometheus.DefaultRegisterer})
 	scope, _ := tally.NewRootScope(tally.ScopeOptions{
@@ -99,21 +97,28 @@ func (d *deps) close() {
 	d.db.Close()
 }
 
-// app assembles the parts on the process's database and client; listener is for `serve` only
-// (app.New).
+// app assembles the parts on the process's database and client; listener is for `serve` only.
 func (d *deps) app(listener *operation.Listener) *app.App {
 	return app.New(d.db, d.temporal, app.Settings{SyncWait: d.cfg.SyncWait, TTL: d.cfg.IdempotencyTTL, RetryFor: d.cfg.RetryFor,
 		Bank: d.cfg.Bank, Webhooks: d.cfg.Webhooks, Converter: d.dc, Keys: d.cfg.Temporal.Keys, RateLimit: d.cfg.RateLimit}, d.log, listener)
 }
 
+// openFor parses the args of process command name and opens its deps: one serving the API
+// (bankSecret) needs the bank's secret; a lazy one starts without Temporal.
+func openFor(ctx context.Context, name string, args []string, bankSecret, lazy bool) (*deps, error) {
+	if err := parse(newFlags(name), args); err != nil {
+		return nil, err
+	}
+	if bankSecret {
+		if err := needBankSecret(); err != nil {
+			return nil, err
+		}
+	}
+	return open(ctx, lazy)
+}
+
 func runAPI(ctx context.Context, args []string, _ io.Writer) error {
-	if err := parse(newFlags("api"), args); err != nil {
-		return err
-	}
-	if err := needBankSecret(); err != nil {
-		return err
-	}
-	d, err := open(ctx, true)
+	d, err := openFor(ctx, "api", args, true, true)
 	if err != nil {
 		return err
 	}
@@ -122,10 +127,7 @@ func runAPI(ctx context.Context, args []string, _ io.Writer) error {
 }
 
 func runWorker(ctx context.Context, args []string, _ io.Writer) error {
-	if err := parse(newFlags("worker"), args); err != nil {
-		return err
-	}
-	d, err := open(ctx, false)
+	d, err := openFor(ctx, "worker", args, false, false)
 	if err != nil {
 		return err
 	}
@@ -145,13 +147,7 @@ func needBankSecret() error {
 // runServe runs API and worker on one Temporal client, which lets the API start workflows
 // eagerly: the worker here runs the first workflow task without a round trip through the server.
 func runServe(ctx context.Context, args []string, _ io.Writer) error {
-	if err := parse(newFlags("serve"), args); err != nil {
-		return err
-	}
-	if err := needBankSecret(); err != nil {
-		return err
-	}
-	d, err := open(ctx, false)
+	d, err := openFor(ctx, "serve", args, true, false)
 	if err != nil {
 		return err
 	}
@@ -193,8 +189,7 @@ func (d *deps) runWorker(ctx context.Context, a *app.App, metrics bool) error {
 	return nil
 }
 
-// serveMetrics serves /metrics (ours and the SDK's) and /healthz for a process without the
-// HTTP API, until ctx ends.
+// serveMetrics serves /metrics and /healthz for a process without the HTTP API, until ctx ends.
 func (d *deps) serveMetrics(ctx context.Context) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.Handler())

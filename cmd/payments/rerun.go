@@ -44,7 +44,7 @@ func runRerun(ctx context.Context, args []string, stdout io.Writer) error {
 		ctx = operation.DryRun(ctx)
 	}
 	for _, rerun := range []func(context.Context, time.Time, func(operation.Rerun)) error{
-		a.Transfers.RerunFailed, a.Payouts.RerunFailed, a.Payins.RerunFailed, a.Webhooks.RerunFailed,
+		a.Transfers.RerunFailed, a.Payouts.RerunFailed, a.Payins.RerunFailed, a.Authorizations.RerunFailed, a.Webhooks.RerunFailed,
 	} {
 		if err := rerun(ctx, from, report); err != nil {
 			return err

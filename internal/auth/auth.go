@@ -57,8 +57,7 @@ func EnsureOwner(ctx context.Context, db database.Querier, name string) (string,
 	return id, err
 }
 
-// CreateKey issues a new API key with scopes (DefaultScopes when none) for the owner called
-// name (created if new) and returns the key and the owner's id.
+// CreateKey issues a new API key with scopes for the owner called name, as AddKey does.
 func CreateKey(ctx context.Context, db database.Querier, name string, scopes ...Scope) (key, ownerID string, err error) {
 	b := make([]byte, 24)
 	_, _ = rand.Read(b)
@@ -68,8 +67,7 @@ func CreateKey(ctx context.Context, db database.Querier, name string, scopes ...
 }
 
 // AddKey registers key with scopes (DefaultScopes when none) for the owner called name (created
-// if new) and returns the owner's id. Registering a key twice is harmless; it is how the demo
-// seed stays idempotent.
+// if new) and returns the owner's id. Registering a key twice is harmless (the demo seed's).
 func AddKey(ctx context.Context, db database.Querier, name, key string, scopes ...Scope) (ownerID string, err error) {
 	if len(scopes) == 0 {
 		scopes = DefaultScopes
@@ -95,10 +93,9 @@ type Key struct {
 // Allows reports whether the key holds scope s.
 func (k Key) Allows(s Scope) bool { return slices.Contains(k.Scopes, s) }
 
-// Authenticate returns the key that key is, and notes its use. Every request asks PostgreSQL,
-// with nothing cached, so a revocation holds at once on every API process (contract §10).
-// The last use is written when the one stored is a minute old or more: one write a minute per
-// key in use, not one per request.
+// Authenticate returns the key that key is, and notes its use. Nothing is cached, so a revocation
+// holds at once on every API process (contract §10). The last use is written when the one stored
+// is a minute old: one write a minute per key in use, not one per request.
 func Authenticate(ctx context.Context, db database.Querier, key string) (Key, error) {
 	if !strings.HasPrefix(key, KeyPrefix) {
 		return Key{}, ErrUnknownKey
@@ -154,8 +151,8 @@ func Keys(ctx context.Context, db database.Querier, name string) ([]Key, error) 
 // ErrNoSuchKey means no key has the id given.
 var ErrNoSuchKey = errors.New("no API key has this id")
 
-// Revoke revokes the key with id: from the commit on, every API process answers it 401.
-// Revoking a revoked key changes nothing and says so (already).
+// Revoke revokes the key with id (already: it was): from the commit on, every API process answers
+// it 401.
 func Revoke(ctx context.Context, db database.Querier, id string) (already bool, err error) {
 	var first bool
 	err = db.QueryRow(ctx, `

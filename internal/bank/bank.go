@@ -1,6 +1,5 @@
-// Package bank is how the processor talks to a bank (docs/bank.md): the Rail interface a real
-// bank's API could implement, its HTTP client for the rail the simulator speaks, and the bank's
-// signed callbacks, verified and decoded once.
+// Package bank is how the processor talks to a bank (docs/bank.md): the Rail interface, its HTTP
+// client for the simulator's rail, and the bank's signed callbacks, verified and decoded once.
 package bank
 
 import (
@@ -15,9 +14,8 @@ type Destination struct {
 	BankCode      string `json:"bank_code"`
 }
 
-// Instruction is a payment the processor asks the bank to make. Key is the rail's idempotency
-// key: derived from the payout, so that every retry, re-run and Reset sends the same one and the
-// bank makes one payment.
+// Instruction is a payment the processor asks the bank to make. Key, derived from the payout, is
+// the same in every retry, re-run and Reset, so the bank makes one payment.
 type Instruction struct {
 	Key         string
 	AmountMinor int64
@@ -67,6 +65,5 @@ type Rail interface {
 	Statement(ctx context.Context) ([]Payment, error)
 }
 
-// ErrRefused is an instruction the bank refused for good: no payment exists, and sending it
-// again would be refused again.
+// ErrRefused is an instruction the bank refused for good: no payment exists.
 var ErrRefused = errors.New("the bank refused the instruction")

@@ -14,8 +14,7 @@ import (
 // SignatureHeader carries the bank's signature of a callback.
 const SignatureHeader = "Bank-Signature"
 
-// Tolerance is how far a callback's signing time may be from now, either way: an older one is
-// a replay, a later one a clock the processor cannot trust.
+// Tolerance is how far a callback's signing time may be from now, either way.
 const Tolerance = 5 * time.Minute
 
 // Event types the bank sends.
@@ -34,8 +33,7 @@ type Event struct {
 	Data      EventData `json:"data"`
 }
 
-// EventData is what an event says: of a payment (PaymentID, Reference, Reason) or of a credit
-// (AccountNumber, AmountMinor, Currency, Reference).
+// EventData is what an event says, of a payment or of a credit.
 type EventData struct {
 	PaymentID     string `json:"payment_id,omitempty"`
 	Reference     string `json:"reference,omitempty"`
@@ -45,19 +43,16 @@ type EventData struct {
 	Currency      string `json:"currency,omitempty"`
 }
 
-// ErrSignature is a callback whose signature does not verify, is missing, or was made too long
-// ago (or too far ahead) to trust.
+// ErrSignature is a callback whose signature is missing, wrong, or outside the Tolerance.
 var ErrSignature = errors.New("the bank's signature does not verify")
 
-// Sign returns the header value signing body at t with secret: the webhooks' scheme
-// (webhook.Sign), under the bank's header and secret.
+// Sign returns the header value signing body at t with secret, by the webhooks' scheme.
 func Sign(secret []byte, t time.Time, body []byte) string {
 	return webhook.Sign(string(secret), t, body)
 }
 
-// ErrMalformed is a signed callback that is not one unambiguous event: not a JSON object, a
-// member given twice or in another case, a value of the wrong type, no usable id or type. The
-// bank signed it, so it is answered 2xx (taking it again would not help), and it has no effect.
+// ErrMalformed is a signed callback that is not one unambiguous event. The bank signed it, so it
+// is answered 2xx (taking it again would not help), and it has no effect.
 var ErrMalformed = errors.New("a signed callback that is not an event")
 
 // Malformed is an ErrMalformed, and why.
@@ -68,10 +63,8 @@ type Malformed struct {
 func (m *Malformed) Error() string        { return ErrMalformed.Error() + ": " + m.Reason }
 func (m *Malformed) Is(target error) bool { return target == ErrMalformed }
 
-// ReadEvent verifies header, the Bank-Signature of body, at now, and decodes that same body,
-// once and strictly: the Event returned is the one reading of the signed bytes. A header may
-// carry several v1 values (while the bank rotates its secret): one that verifies is enough. A
-// body that verifies but is no event is ErrMalformed, saying why.
+// ReadEvent verifies body's Bank-Signature at now and decodes that same body once and strictly:
+// the Event is the one reading of the signed bytes (ErrMalformed, saying why, if it is no event).
 func ReadEvent(secret []byte, header string, body []byte, now time.Time) (Event, error) {
 	if err := verify(secret, header, body, now); err != nil {
 		return Event{}, err
@@ -82,10 +75,9 @@ func ReadEvent(secret []byte, header string, body []byte, now time.Time) (Event,
 // MaxIDLength bounds an event id and a type: the id names a workflow (payin/<id>) and a row.
 const MaxIDLength = 255
 
-// decodeEvent reads a verified body. Members it does not know are ignored (the bank may add
-// some), but never one that encoding/json would fold onto a known one. The event's text is made
-// storable (Storable); its id and type, the keys everything is found by, must be storable as
-// they are: 1 to MaxIDLength bytes, no control or space character.
+// decodeEvent reads a verified body. Unknown members are ignored (the bank may add some), but
+// never one encoding/json would fold onto a known one. Its text is made Storable; its id and
+// type, the keys everything is found by, must be storable as they are.
 func decodeEvent(body []byte) (Event, error) {
 	var e Event
 	if err := strictjson.Decode(body, &e, strictjson.Options{IgnoreUnknown: true}); err != nil {
@@ -128,15 +120,13 @@ func malformed(format string, args ...any) error {
 }
 
 // Storable is text as PostgreSQL can store it: each NUL, which no text column can hold, written
-// as the six characters \u0000 (its JSON escape). Free text (a credit's reference, a payment's
-// reason) is kept that way rather than refused, so that a credit is never lost for its
-// reference; an account number or payout id with a NUL so escaped names nothing, as it should.
+// as \u0000. Free text is kept that way rather than refused, so that a credit is never lost for
+// its reference; an account number or payout id so escaped names nothing, as it should.
 func Storable(s string) string {
 	return strings.ReplaceAll(s, "\x00", `\u0000`)
 }
 
-// verify checks header, the bank's signature of body, at now, as webhook.Verify checks one of
-// ours; without a secret nothing verifies.
+// verify checks header, the bank's signature of body, at now; without a secret nothing verifies.
 func verify(secret []byte, header string, body []byte, now time.Time) error {
 	err := webhook.Verify(string(secret), header, body, now, Tolerance)
 	switch {

@@ -26,10 +26,9 @@ func (h *HTTP) client() *http.Client {
 	return &http.Client{Timeout: 10 * time.Second}
 }
 
-// Send posts the instruction with its key. A 2xx is the payment; 422 is a refusal; 409 (the bank
-// holds another instruction under the key) is answered with what the bank holds under it: a
-// payment exists, and refusing would release money the bank is paying. Anything else, a timeout
-// included, is an unknown outcome.
+// Send posts the instruction with its key. A 2xx is the payment; 422 a refusal; 409 (another
+// instruction under the key) answers what the bank holds: refusing would release money the bank
+// is paying. Anything else, a timeout included, is an unknown outcome.
 func (h *HTTP) Send(ctx context.Context, in Instruction) (Payment, error) {
 	body, _ := json.Marshal(map[string]any{"amount_minor": in.AmountMinor, "currency": in.Currency,
 		"destination": in.Destination, "reference": in.Reference})
@@ -39,10 +38,9 @@ func (h *HTTP) Send(ctx context.Context, in Instruction) (Payment, error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", in.Key)
-	// Go's transport would send a request with an Idempotency-Key again by itself when a reused
-	// connection breaks before the answer. The same key makes that safe, but it would hide an
-	// unknown outcome inside one attempt: the activity's retry, visible in the Temporal UI, is
-	// the one that asks again.
+	// Go's transport resends a request with an Idempotency-Key by itself when a reused connection
+	// breaks before the answer: safe, but it hides an unknown outcome inside one attempt. The
+	// activity's retry, visible in the Temporal UI, is the one that asks again.
 	req.GetBody = nil
 	var p Payment
 	status, raw, err := h.do(req, &p)
@@ -109,10 +107,8 @@ type statementPage struct {
 	Data []Payment `json:"data"`
 }
 
-// do sends req and decodes a 2xx answer into out (a *Payment or a *statementPage); it returns
-// the status and the raw body. The bank's answers are read as strictly as its callbacks (a
-// member given twice, or in another case, is refused), and its free text made storable, so that
-// a reason PostgreSQL cannot hold never makes a settlement or a return fail for ever.
+// do sends req and decodes a 2xx answer into out strictly, its free text made storable so that a
+// reason PostgreSQL cannot hold never makes a settlement fail for ever; it returns status and body.
 func (h *HTTP) do(req *http.Request, out any) (int, []byte, error) {
 	resp, err := h.client().Do(req)
 	if err != nil {

@@ -1,6 +1,5 @@
 // Package codec encrypts what the processor writes to Temporal (contract §10): a payload codec
-// sealing every payload with the key ring (AES-256-GCM, the key's id in the payload's metadata),
-// the data and failure converters every client and worker the processor starts is given, and
+// sealing every payload with the key ring, the converters every client and worker is given, and
 // the remote codec protocol the Temporal Web UI and CLI decode through (`payments codec-server`).
 package codec
 
@@ -16,17 +15,15 @@ import (
 	"github.com/payments/payments/internal/keyring"
 )
 
-// The metadata of an encrypted payload: its encoding, and the id of the key that sealed it. The
-// payload it holds, metadata and data, is sealed whole, so that not even its encoding (a JSON
-// string, a protobuf message) is readable.
+// The metadata of an encrypted payload. The payload it holds is sealed whole, metadata and data,
+// so that not even its encoding is readable.
 const (
 	MetadataEncoding  = converter.MetadataEncoding
 	EncodingEncrypted = "binary/encrypted"
 	MetadataKeyID     = "encryption-key-id"
 )
 
-// aad binds a sealed payload to being one: a secret sealed at rest by the same ring
-// (keyring's other users) cannot be passed off as a payload, nor a payload as a secret.
+// aad binds a sealed payload to being one: a secret sealed by the same ring cannot pass for one.
 var aad = []byte("temporal-payload")
 
 // Codec is the payload codec of ring.
@@ -49,8 +46,8 @@ func (c Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error)
 	return out, nil
 }
 
-// Decode opens each sealed payload, with the key its metadata names, and passes every other
-// one as it is: the payloads of histories written before encryption decode as they always did.
+// Decode opens each sealed payload and passes every other one as it is (histories from before
+// encryption).
 func (c Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
@@ -75,18 +72,15 @@ func DataConverter(ring *keyring.Ring) converter.DataConverter {
 	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), Codec{Ring: ring})
 }
 
-// FailureConverter encodes failures' messages and stack traces with dc as well as their
-// details: an error's text may quote what it failed on (a bank's refusal, a value PostgreSQL
-// would not store), so it is data like any other. The Web UI shows it decoded through the codec
-// server; a reader of the history without the keys sees "Encoded failure".
+// FailureConverter encodes failures' messages and stack traces with dc too: an error's text may
+// quote what it failed on (a bank's refusal, a value PostgreSQL would not store).
 func FailureConverter(dc converter.DataConverter) converter.FailureConverter {
 	return temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
 		DataConverter: dc, EncodeCommonAttributes: true,
 	})
 }
 
-// Configure gives opts the converters sealing with keys; with nil keys it leaves them as they
-// are (payloads in the clear).
+// Configure gives opts the converters sealing with keys; nil keys leave payloads in the clear.
 func Configure(opts *client.Options, keys *keyring.Ring) {
 	if keys == nil {
 		return

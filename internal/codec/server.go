@@ -11,10 +11,8 @@ import (
 	"github.com/payments/payments/internal/keyring"
 )
 
-// Handler serves Temporal's remote codec protocol for ring (`payments codec-server`): POST
-// …/encode and …/decode, with Payloads in protobuf JSON. A browser may call it from origins only
-// (the Web UI's): a request with another Origin is refused, and only their preflights are
-// answered. When token is not empty, every request must carry it as a bearer token.
+// Handler serves Temporal's remote codec protocol for ring: a browser only from origins (the Web
+// UI's), and, when token is set, only requests carrying it as a bearer token.
 func Handler(ring *keyring.Ring, origins []string, token string) http.Handler {
 	codec := converter.NewPayloadCodecHTTPHandler(Codec{Ring: ring})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

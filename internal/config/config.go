@@ -71,16 +71,14 @@ type Temporal struct {
 }
 
 // The ports the processes listen on, on Loopback unless PAYMENTS_HTTP_ADDR and
-// PAYMENTS_METRICS_ADDR say otherwise (contract §10: a container's API, which must be reachable
-// from outside it, is given 0.0.0.0 by docker-compose.yml).
+// PAYMENTS_METRICS_ADDR say otherwise (contract §10; docker-compose.yml gives 0.0.0.0).
 const (
 	HTTPPort    = "8080"
 	MetricsPort = "9090"
 )
 
 // Loopback is the one address make run and make run-cluster listen on: their demo keys are well
-// known and their webhooks may aim at local services, so nothing of theirs may be reachable from
-// another machine.
+// known and their webhooks may aim at local services, so they must not be reachable from outside.
 const Loopback = "127.0.0.1"
 
 // FromEnv reads the configuration from the environment.

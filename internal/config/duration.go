@@ -6,11 +6,9 @@ import (
 	"time"
 )
 
-// Duration is a time.Duration that reads well where Temporal shows a workflow's input:
-// "24h0m0s" rather than 86400000000000. It reads both forms, so histories written with
-// nanoseconds still decode to the same value. The other way does not hold: a worker built
-// before this type reads numbers only, so once runs start with strings a deploy is rolled
-// forward, not back past it.
+// Duration is a time.Duration that reads well in Temporal's UI: "24h0m0s", not 86400000000000.
+// It reads both forms, so older histories still decode. A worker built before this type reads
+// numbers only, so once runs start with strings a deploy is rolled forward, not back past it.
 type Duration time.Duration
 
 // MarshalJSON writes d as time.Duration's String form.

@@ -11,9 +11,8 @@ import (
 	"github.com/payments/payments/internal/codec"
 )
 
-// ClientOptions turns the Temporal settings into SDK client options: plain gRPC for a dev server,
-// TLS with a client certificate (mTLS) for a self-hosted cluster or Temporal Cloud, or TLS with
-// an API key for Temporal Cloud; every payload and failure sealed with Keys, when set.
+// ClientOptions turns the Temporal settings into SDK client options: plain gRPC, mTLS, or TLS with
+// an API key (Temporal Cloud); every payload and failure sealed with Keys, when set.
 func (t Temporal) ClientOptions() (client.Options, error) {
 	opts := client.Options{HostPort: t.Address, Namespace: t.Namespace}
 	codec.Configure(&opts, t.Keys)

@@ -6,10 +6,9 @@ import (
 	"errors"
 )
 
-// Body is a stored answer's body, replayed byte for byte. In JSON (a workflow's result, the
-// PostTransfer marker in the Temporal UI) it is the body itself when the body is compact JSON,
-// so an operator reads the answer rather than base64; any other body is a base64 string, as
-// []byte always was, and histories written that way still decode to the same bytes.
+// Body is a stored answer's body, replayed byte for byte. In JSON (as the Temporal UI shows it)
+// it is the body itself when that is compact JSON, so an operator reads the answer rather than
+// base64; any other body is a base64 string, as []byte always was, so old histories decode.
 type Body []byte
 
 // MarshalJSON writes b as JSON when the JSON encoder would pass it through unchanged, so that
@@ -24,8 +23,7 @@ func (b Body) MarshalJSON() ([]byte, error) {
 	return json.Marshal([]byte(b))
 }
 
-// UnmarshalJSON reads a base64 string (how bodies were written before) or a JSON value (the
-// body itself).
+// UnmarshalJSON reads a base64 string (how bodies were written before) or the body itself.
 func (b *Body) UnmarshalJSON(data []byte) error {
 	switch {
 	case bytes.Equal(data, []byte("null")):

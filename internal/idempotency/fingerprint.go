@@ -8,9 +8,8 @@ import (
 	"io"
 )
 
-// Canonical returns body as canonical JSON: object keys sorted, no insignificant whitespace,
-// numbers exactly as written, strings re-encoded without HTML escaping. Two bodies that differ
-// only in key order or spacing have the same canonical form; any change of value changes it.
+// Canonical returns body as canonical JSON: keys sorted, no insignificant whitespace, numbers as
+// written, strings without HTML escaping; only a change of value changes it.
 func Canonical(body []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -32,9 +31,8 @@ func Canonical(body []byte) ([]byte, error) {
 
 // Fingerprint is the SHA-256 of the route and the canonical request: what decides whether a
 // request with a known key is the same request. request is the decoded request the handler
-// executes (a struct with JSON tags, optional fields omitempty), never the raw body: a body can
-// be read more than one way (duplicate or case-changed member names), its decoded value only
-// one. For a body without such ambiguity, the fingerprint equals that of its canonical form.
+// executes, never the raw body: a body can be read more than one way (duplicate or case-changed
+// member names), its decoded value only one.
 func Fingerprint(route string, request any) ([]byte, error) {
 	switch request.(type) {
 	case []byte, json.RawMessage, string:

@@ -94,10 +94,16 @@ const (
 	RoutePayin     = "BANK credit.received"
 	RouteEndpoints = "POST /v1/webhook-endpoints"
 	RouteRefunds   = "POST /v1/transfers/{id}/refunds"
+	// An authorization, and the payee's decisions on it (their scopes name no workflow: a
+	// decision is an Update of the authorization's run).
+	RouteAuthorizations = "POST /v1/authorizations"
+	RouteCapture        = "POST /v1/authorizations/{id}/capture"
+	RouteVoid           = "POST /v1/authorizations/{id}/void"
 )
 
 var routeNames = map[string]string{RouteTransfers: "transfer", RouteDeposit: "deposit", RouteAccounts: "account",
-	RoutePayouts: "payout", RoutePayin: "payin", RouteEndpoints: "webhook-endpoint", RouteRefunds: "refund"}
+	RoutePayouts: "payout", RoutePayin: "payin", RouteEndpoints: "webhook-endpoint", RouteRefunds: "refund",
+	RouteAuthorizations: "authorization", RouteCapture: "capture", RouteVoid: "void"}
 
 // WorkflowID is the Temporal workflow ID of the operation in scope s:
 //
@@ -165,6 +171,10 @@ func (s Scope) PayoutID(use int) string { return s.id("po_", use) }
 // RefundID is the id of the refund made by the use-th operation in scope s, as TransferID is a
 // transfer's.
 func (s Scope) RefundID(use int) string { return s.id("rf_", use) }
+
+// AuthorizationID is the id of the authorization made by the use-th operation in scope s, as
+// TransferID is a transfer's; its capture's entries name it too.
+func (s Scope) AuthorizationID(use int) string { return s.id("au_", use) }
 
 // PayinID is the id of the payin (and of its posting) of the bank event a payin scope names.
 func (s Scope) PayinID() string { return s.id("pi_", 0) }

@@ -9,11 +9,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Once creates a resource once per use of a key, in one transaction: it claims scope s for a new
-// resource newID, runs create with that id, and stores the answer create made, to be replayed
-// for ttl. A duplicate waits on the claim's row lock, then gets the stored answer (replayed).
-// It returns the resource's id either way. An error from create rolls the claim back: nothing
-// is stored.
+// Once creates a resource once per use of a key, in one transaction: it claims s for newID, runs
+// create and stores its answer. A duplicate waits on the claim's row lock, then gets the stored
+// answer. An error from create rolls the claim back: nothing is stored.
 func Once(ctx context.Context, db *pgxpool.Pool, s Scope, fingerprint []byte, newID string, ttl time.Duration,
 	create func(tx pgx.Tx, id string) (Response, error)) (answer Response, replayed bool, id string, err error) {
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {

@@ -17,9 +17,7 @@ type Response struct {
 	ContentType string `json:"content_type"`
 	Location    string `json:"location,omitempty"`
 	Body        Body   `json:"body"`
-	// SealedWith is the id of the key that sealed Body (internal/keyring), when the answer
-	// shows a secret and is stored sealed; empty when Body is the answer as it is.
-	SealedWith string `json:"sealed_with,omitempty"`
+	SealedWith  string `json:"sealed_with,omitempty"` // the key that sealed a Body showing a secret
 }
 
 // Record is the state of one scope.
@@ -57,9 +55,8 @@ func (r *recordRow) record() Record {
 	return r.rec
 }
 
-// Claim writes the record of scope s before its operation starts. When the scope already has a
-// record it returns that one and created=false; a record of another request yields ErrReused.
-// An expired record still counts until the cleanup deletes it (docs/contract.md §3: "at least" the TTL).
+// Claim writes the record of scope s before its operation starts, or returns the one there
+// (ErrReused if another request's). An expired record counts until the cleanup deletes it (§3).
 func Claim(ctx context.Context, db database.Querier, s Scope, fingerprint []byte, resourceID string) (rec Record, created bool, err error) {
 	var row recordRow
 	err = db.QueryRow(ctx, `
@@ -107,9 +104,8 @@ func Lookup(ctx context.Context, db database.Querier, s Scope) (rec Record, foun
 	return row.record(), true, nil
 }
 
-// Resolve completes scope s with its key when ScopeOf could not give it (a key too long to be
-// whole in its workflow ID), from the record of the operation resourceID; found is false when
-// that record is gone. A scope with its key is returned as it is.
+// Resolve completes scope s with its key when ScopeOf could not (a key too long for its workflow
+// ID), from the record of operation resourceID; found is false when that record is gone.
 func Resolve(ctx context.Context, db database.Querier, s Scope, resourceID string) (_ Scope, found bool, err error) {
 	if s.Key != "" {
 		return s, true, nil
@@ -134,8 +130,7 @@ func Complete(ctx context.Context, db database.Querier, s Scope, r Response, ttl
 	return err
 }
 
-// DeleteExpired deletes up to limit records whose replay window has passed and returns how
-// many it deleted. Their keys are then new.
+// DeleteExpired deletes up to limit records whose replay window has passed; their keys are new.
 func DeleteExpired(ctx context.Context, db database.Querier, limit int) (int64, error) {
 	tag, err := db.Exec(ctx, `
 		DELETE FROM idempotency_records

@@ -1,7 +1,6 @@
-// Package keyring holds the processor's encryption keys (PAYMENTS_CODEC_KEYS) and seals and
-// opens data with them: AES-256-GCM, each sealed value naming the key that sealed it. The first
-// key seals; every key opens, so a key is rotated by putting a new one first and keeping the old
-// ones for as long as anything sealed with them is kept (docs/security.md).
+// Package keyring holds the processor's encryption keys (PAYMENTS_CODEC_KEYS) and seals and opens
+// data with them (AES-256-GCM). The first key seals; every key opens, so a key is rotated by putting
+// a new one first and keeping the old ones while anything sealed with them is (docs/security.md).
 package keyring
 
 import (

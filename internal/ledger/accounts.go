@@ -13,10 +13,8 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 )
 
-// OpenAccount opens a customer account with a's currency, name and metadata for the owner of
-// scope s, once per use of its key: the account, its idempotency record and its answer (made by
-// answer, replayed for ttl) commit in one transaction; a duplicate waits on the first one's row
-// lock, then gets the stored answer (replayed).
+// OpenAccount opens a customer account for s's owner once per use of its key, with its record and
+// answer in one transaction: a duplicate waits on the first one's row lock, then gets the answer.
 func (l *Ledger) OpenAccount(ctx context.Context, s idempotency.Scope, fingerprint []byte, ttl time.Duration,
 	a Account, answer func(Account) idempotency.Response) (idempotency.Response, bool, error) {
 	resp, replayed, _, err := idempotency.Once(ctx, l.DB, s, fingerprint, NewID("acc_"), ttl,
@@ -40,16 +38,7 @@ func (l *Ledger) OwnerAccounts(ctx context.Context, ownerID string) ([]Account, 
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []Account{}
-	for rows.Next() {
-		a, err := scanAccount(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Account, error) { return scanAccount(row) })
 }
 
 // Entry is one side of a posted transfer, as the API shows it.
@@ -69,10 +58,8 @@ type EntryPage struct {
 // ErrBadCursor means the cursor was not made by Entries.
 var ErrBadCursor = errors.New("invalid cursor")
 
-// Entries returns up to limit entries of account older than cursor (the newest when empty).
-// The cursor is the last entry id of the page, opaque to clients. Entry ids only grow, and an
-// account's entries are written under its row lock, so a page never shifts when new entries
-// arrive.
+// Entries returns up to limit entries of account older than cursor (an opaque entry id). Ids only
+// grow, and entries are written under the account's row lock, so a page never shifts.
 func (l *Ledger) Entries(ctx context.Context, account, cursor string, limit int) (EntryPage, error) {
 	var before int64 = 1<<63 - 1
 	if cursor != "" {

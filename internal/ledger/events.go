@@ -13,7 +13,8 @@ import (
 	"github.com/payments/payments/internal/database"
 )
 
-// Types of event (docs/contract.md §7): one per state change of a transfer, payout or payin.
+// Types of event (docs/contract.md §7, §9): one per state change of a transfer, payout, payin,
+// refund or authorization.
 const (
 	EventTransferCompleted = "transfer.completed"
 	EventTransferRejected  = "transfer.rejected"
@@ -24,12 +25,18 @@ const (
 	EventPayoutReturned    = "payout.returned"
 	EventPayinReceived     = "payin.received"
 	EventRefundCompleted   = "refund.completed"
+
+	EventAuthorizationCreated  = "authorization.created"
+	EventAuthorizationCaptured = "authorization.captured"
+	EventAuthorizationVoided   = "authorization.voided"
+	EventAuthorizationExpired  = "authorization.expired"
 )
 
 // EventTypes are the types an event may have, in the contract's order.
 var EventTypes = []string{EventTransferCompleted, EventTransferRejected, EventTransferFailed,
 	EventPayoutProcessing, EventPayoutPaid, EventPayoutFailed, EventPayoutReturned, EventPayinReceived,
-	EventRefundCompleted}
+	EventRefundCompleted, EventAuthorizationCreated, EventAuthorizationCaptured, EventAuthorizationVoided,
+	EventAuthorizationExpired}
 
 // Event is an event as the feed shows it and webhooks deliver it.
 type Event struct {
@@ -96,6 +103,16 @@ func (o *outbox) posting(t Transfer) {
 // payout records po's move to its current status (its money held, paid, failed, returned).
 func (o *outbox) payout(po Payout) {
 	o.add("payout."+string(po.Status), po.ID, po, po.AccountID)
+}
+
+// authorization records a's move to its current status (held, captured, voided, expired), seen
+// by the owners of both its accounts.
+func (o *outbox) authorization(a Authorization) {
+	typ := "authorization." + string(a.Status)
+	if a.Status == AuthorizationAuthorized {
+		typ = EventAuthorizationCreated
+	}
+	o.add(typ, a.ID, a, a.FromAccountID, a.ToAccountID)
 }
 
 // flushEvents writes o's events, whom each is for, and the deliveries they are due, and returns

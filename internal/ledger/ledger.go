@@ -231,8 +231,11 @@ func (l *Ledger) Unclaim(ctx context.Context, scope idempotency.Scope, id string
 			AND NOT EXISTS (SELECT 1 FROM entries e WHERE e.transfer_id = t.id)`, id); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM payouts p WHERE id = $1 AND status = 'processing'
-			AND NOT EXISTS (SELECT 1 FROM holds h WHERE h.payout_id = p.id)`, id)
+		if _, err = tx.Exec(ctx, `DELETE FROM payouts p WHERE id = $1 AND status = 'processing'
+			AND NOT EXISTS (SELECT 1 FROM holds h WHERE h.payout_id = p.id)`, id); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM authorizations WHERE id = $1 AND status = 'pending'`, id)
 		return err
 	}))
 }

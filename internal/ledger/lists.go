@@ -73,17 +73,32 @@ func (f Filter) bounds() (after, before time.Time) {
 // reads the newest of its debits and of its credits from their indexes, without sorting the
 // account's history; a transfer between two of the owner's accounts is listed once.
 func (l *Ledger) Transfers(ctx context.Context, ownerID string, f Filter) (Page[Transfer], error) {
+	return list(ctx, l, ownerID, f, touching("transfers", transferColumns, "t.kind = 'transfer' AND"),
+		func(row pgx.CollectableRow) (Transfer, error) { return scanTransfer(row) },
+		func(t Transfer) keyset { return keyset{t.CreatedAt, t.ID} })
+}
+
+// Authorizations lists the authorizations that touch ownerID's accounts (or f.AccountID, one of
+// them), newest first, by keyset, as Transfers lists transfers.
+func (l *Ledger) Authorizations(ctx context.Context, ownerID string, f Filter) (Page[Authorization], error) {
+	return list(ctx, l, ownerID, f, touching("authorizations", authorizationColumns, ""),
+		func(row pgx.CollectableRow) (Authorization, error) { return scanAuthorization(row) },
+		func(a Authorization) keyset { return keyset{a.CreatedAt, a.ID} })
+}
+
+// touching is list's perAccount for a table of rows between two accounts (from_account_id,
+// to_account_id): account a's debits, then its credits from accounts not listed already. where
+// narrows the rows further ("… AND").
+func touching(table, columns, where string) string {
 	side := func(column, exclude string) string {
-		return `(SELECT ` + qualified("t", transferColumns) + ` FROM transfers t WHERE t.` + column + ` = a.id
-			AND t.kind = 'transfer' AND ($3 = '' OR t.status = $3) AND t.created_at > $4 AND t.created_at < $5
+		return `(SELECT ` + qualified("t", columns) + ` FROM ` + table + ` t WHERE t.` + column + ` = a.id
+			AND ` + where + ` ($3 = '' OR t.status = $3) AND t.created_at > $4 AND t.created_at < $5
 			AND (t.created_at, t.id) < ($6, $7)` + exclude + `
 			ORDER BY t.created_at DESC, t.id DESC LIMIT $8)`
 	}
-	return list(ctx, l, ownerID, f, side("from_account_id", "")+` UNION ALL `+
+	return side("from_account_id", "") + ` UNION ALL ` +
 		side("to_account_id", ` AND NOT EXISTS (SELECT 1 FROM accounts f WHERE f.id = t.from_account_id
-			AND f.owner_id = $1 AND ($2 = '' OR f.id = $2))`),
-		func(row pgx.CollectableRow) (Transfer, error) { return scanTransfer(row) },
-		func(t Transfer) keyset { return keyset{t.CreatedAt, t.ID} })
+			AND f.owner_id = $1 AND ($2 = '' OR f.id = $2))`)
 }
 
 // Payouts lists the payouts of ownerID's accounts (or f.AccountID, one of them), newest first,

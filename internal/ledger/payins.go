@@ -13,8 +13,7 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 )
 
-// Payin is money that arrived through the bank for an account number: credited to the account
-// that has it, or, when none has it in that currency, kept unmatched for operators.
+// Payin is money that arrived through the bank for an account number: credited, or unmatched.
 type Payin struct {
 	ID            string    `json:"id"`
 	BankEventID   string    `json:"bank_event_id"`
@@ -55,14 +54,10 @@ func scanPayin(row pgx.Row) (Payin, error) {
 	return p, err
 }
 
-// CreditPayin credits the money of a bank credit to the customer account whose number it names,
-// from the currency's settlement account, through the same posting as a transfer, once per bank
-// event however often, and however concurrently, it is called: the payin and its posting are
-// written in one transaction, keyed by the bank's event id (the posting's transfer id is the
-// payin's, derived from it, so a second posting of it finds the first). An account number no
-// customer account has in that currency is recorded unmatched, for operators, and credits
-// nothing. Text PostgreSQL cannot store (a NUL in a reference) is stored escaped (bank.Storable):
-// a credit is never refused for its text, and an account number so escaped matches none.
+// CreditPayin credits a bank credit to the customer account whose number it names, once per bank
+// event however concurrently it is called: the payin and its posting commit together, keyed by
+// the event id (so a second posting finds the first); an unknown number is recorded unmatched.
+// Text PostgreSQL cannot store is escaped (bank.Storable): a credit is never refused for its text.
 func (l *Ledger) CreditPayin(ctx context.Context, c Credit) (p Payin, err error) {
 	for _, text := range []*string{&c.BankEventID, &c.AccountNumber, &c.Currency, &c.Reference} {
 		*text = bank.Storable(*text)
@@ -117,11 +112,8 @@ func payinOfEvent(ctx context.Context, tx pgx.Tx, bankEventID string) (Payin, er
 }
 
 // RecordBankEvent keeps a verified bank event under its id, and reports whether body is that
-// event: the first body received under an id is the event, and the same bytes again are a copy
-// of it (the bank sends an event again byte for byte, with a new signature in its header), to be
-// handed on again, as each of its effects is keyed by the id. A different body under a known id
-// is not the event (false): it is kept in bank_event_conflicts, once per distinct body with the
-// number of copies, for operators, and must have no effect.
+// event: the first body under the id, or the same bytes again (the bank resends byte for byte).
+// A different body under a known id is kept in bank_event_conflicts and must have no effect.
 func (l *Ledger) RecordBankEvent(ctx context.Context, id, typ string, body []byte) (theEvent bool, err error) {
 	tag, err := l.DB.Exec(ctx, `INSERT INTO bank_events (id, type, body) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`, id, typ, body)
 	if err != nil || tag.RowsAffected() == 1 {
@@ -137,17 +129,15 @@ func (l *Ledger) RecordBankEvent(ctx context.Context, id, typ string, body []byt
 	return false, err
 }
 
-// MalformedBankEventID is the key a signed callback that is no event is kept under in
-// bank_events: "malformed sha256:<hex of its body>". No event id has a space, so it is no
-// event's, and the same bytes sent again are kept once.
+// MalformedBankEventID is the bank_events key of a signed callback that is no event: no event id
+// has a space, so it is no event's, and the same bytes sent again are kept once.
 func MalformedBankEventID(body []byte) string {
 	sum := sha256.Sum256(body)
 	return "malformed sha256:" + hex.EncodeToString(sum[:])
 }
 
-// RecordMalformedBankEvent keeps a signed callback that is no event (not JSON, ambiguous, no
-// usable id or type: reason, which must be storable text), for operators: type "", outcome
-// "malformed: <reason>". It has no effect. It returns the key it is kept under.
+// RecordMalformedBankEvent keeps a signed callback that is no event, for operators, and returns
+// the key it is kept under. reason must be storable text.
 func (l *Ledger) RecordMalformedBankEvent(ctx context.Context, body []byte, reason string) (string, error) {
 	id := MalformedBankEventID(body)
 	_, err := l.DB.Exec(ctx, `INSERT INTO bank_events (id, type, body, outcome) VALUES ($1, '', $2, $3) ON CONFLICT (id) DO NOTHING`,
@@ -155,9 +145,7 @@ func (l *Ledger) RecordMalformedBankEvent(ctx context.Context, body []byte, reas
 	return id, err
 }
 
-// NoteBankEvent records what became of bank event id the first time it was handed on, for
-// operators: delivered to a payout's run, matched no payout, came after the payout's run had
-// ended, … A later copy of the event (the bank sending it again) does not overwrite it.
+// NoteBankEvent records what became of bank event id the first time it was handed on.
 func (l *Ledger) NoteBankEvent(ctx context.Context, id, outcome string) error {
 	_, err := l.DB.Exec(ctx, `UPDATE bank_events SET outcome = $2 WHERE id = $1 AND outcome = 'received'`, id, outcome)
 	return err

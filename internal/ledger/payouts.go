@@ -144,10 +144,24 @@ func (l *Ledger) PlaceHold(ctx context.Context, h PayoutHold, answer PayoutAnswe
 }
 
 func hold(ctx context.Context, tx pgx.Tx, po Payout) (Payout, error) {
+	return po, placeHold(ctx, tx, "payout_id", po.ID, po.AccountID, po.AmountMinor)
+}
+
+// placeHold holds amount on account for the payout or authorization id (column names which):
+// the account's available balance drops, its posted one does not.
+func placeHold(ctx context.Context, tx pgx.Tx, column, id, account string, amount int64) error {
 	_, err := tx.Exec(ctx, `
-		WITH h AS (INSERT INTO holds (payout_id, account_id, amount_minor, status) VALUES ($1, $2, $3, 'open'))
-		UPDATE accounts SET held_minor = held_minor + $3 WHERE id = $2`, po.ID, po.AccountID, po.AmountMinor)
-	return po, err
+		WITH h AS (INSERT INTO holds (`+column+`, account_id, amount_minor, status) VALUES ($1, $2, $3, 'open'))
+		UPDATE accounts SET held_minor = held_minor + $3 WHERE id = $2`, id, account, amount)
+	return err
+}
+
+// releaseHold releases hold id if it is open: its amount is available again.
+func releaseHold(ctx context.Context, tx pgx.Tx, id string) error {
+	_, err := tx.Exec(ctx, `
+		WITH h AS (UPDATE holds SET status = 'released', ended_at = now() WHERE id = $1 AND status = 'open' RETURNING account_id, amount_minor)
+		UPDATE accounts a SET held_minor = held_minor - h.amount_minor FROM h WHERE a.id = h.account_id`, id)
+	return err
 }
 
 // storedPayoutAnswer is the answer stored when po's money was held (or refused), or made again
@@ -201,9 +215,7 @@ func (l *Ledger) SettlePayout(ctx context.Context, id string, paid bool, reason 
 			o.payout(po)
 			return err
 		}
-		if _, err := tx.Exec(ctx, `
-			WITH h AS (UPDATE holds SET status = 'released', ended_at = now() WHERE payout_id = $1 AND status = 'open' RETURNING account_id, amount_minor)
-			UPDATE accounts a SET held_minor = held_minor - h.amount_minor FROM h WHERE a.id = h.account_id`, id); err != nil {
+		if err := releaseHold(ctx, tx, id); err != nil {
 			return err
 		}
 		po, err = endPayout(ctx, tx, id, PayoutFailed, "failed_at", reason)

@@ -49,6 +49,7 @@ const (
 	KindReturn   = "return"
 	KindPayin    = "payin"
 	KindRefund   = "refund"
+	KindCapture  = "capture" // an authorization's captured money: it consumes the authorization's hold
 )
 
 // Why a transfer or refund was rejected: its failure_reason, which its answer names.
@@ -180,9 +181,10 @@ func moveMoney(ctx context.Context, tx pgx.Tx, p Posting, t Transfer, accounts m
 	if fromAfter > from.BalanceMinor || toAfter < to.BalanceMinor {
 		return "", fmt.Errorf("%w: a balance would overflow 64 bits", ErrInvalidPosting)
 	}
-	// A payout's money is held already: its posting takes the hold instead of available funds.
+	// A payout's or a capture's money is held already: its posting takes the hold (all of it,
+	// when a capture takes part) instead of available funds.
 	released := int64(0)
-	if p.kind() == KindPayout {
+	if p.kind() == KindPayout || p.kind() == KindCapture {
 		if released, err = consumeHold(ctx, tx, t.ID, from.ID, t.AmountMinor); err != nil {
 			return "", err
 		}
@@ -236,15 +238,18 @@ func refundable(ctx context.Context, tx pgx.Tx, r Transfer, remaining bool) (Tra
 	return r, "", err
 }
 
-// consumeHold marks the open hold of payout, on account for amount, posted, and returns the
-// amount it held. A payout's posting without its open hold is a bug no retry can fix.
-func consumeHold(ctx context.Context, tx pgx.Tx, payout, account string, amount int64) (int64, error) {
-	tag, err := tx.Exec(ctx, `UPDATE holds SET status = 'posted', ended_at = now()
-		WHERE payout_id = $1 AND account_id = $2 AND amount_minor = $3 AND status = 'open'`, payout, account, amount)
-	if err == nil && tag.RowsAffected() != 1 {
-		err = fmt.Errorf("%w: payout %s has no open hold of %d on %s", ErrInvalidPosting, payout, amount, account)
+// consumeHold marks hold id (a payout's or an authorization's), open on account for at least
+// amount, posted, and returns the amount it held. A posting without its open hold is a bug no
+// retry can fix.
+func consumeHold(ctx context.Context, tx pgx.Tx, id, account string, amount int64) (int64, error) {
+	var held int64
+	err := tx.QueryRow(ctx, `UPDATE holds SET status = 'posted', ended_at = now()
+		WHERE id = $1 AND account_id = $2 AND amount_minor >= $3 AND status = 'open' RETURNING amount_minor`,
+		id, account, amount).Scan(&held)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = fmt.Errorf("%w: %s has no open hold of %d on %s", ErrInvalidPosting, id, amount, account)
 	}
-	return amount, err
+	return held, err
 }
 
 // lockAccounts locks both accounts in id order, the one global order every posting uses, so two

@@ -100,15 +100,16 @@ func Reconcile(ctx context.Context, q database.Querier, ttl time.Duration, state
 		{"5a", "money leaves a customer account only at its owner's request, and funding accounts only for deposits", movedByItsOwner, ""},
 		{"5b", "every stored answer agrees with what its operation did", answersAgree, ""},
 		{"5c", "every payin credited moved its money once, into the account its number names", payinsMovedOnce, ""},
-		{"6", "every hold ends exactly once, posted or released; open holds belong to processing payouts only; a payout's postings are what its status says", holdsEndOnce, ""},
+		{"6", "every payout's hold ends exactly once, posted or released; open payout holds belong to processing payouts only; a payout's postings are what its status says", holdsEndOnce, ""},
 		{"7", "available_minor >= 0 for every customer account, and its held_minor is the sum of its open holds", availableNeverNegative, ""},
 		{"8", "each payout has at most one bank payment, and the ledger's view of it agrees with the bank's", func(ctx context.Context, q database.Querier) ([]string, error) {
 			found, inFlight, err := agreesWithBank(ctx, q, statement)
 			r.BankInFlight = inFlight
 			return found, err
 		}, noStatement},
-		{"9", "every change of a transfer, payout, payin or refund has its one event, and every event is a change that committed", eventsMatchChanges, ""},
+		{"9", "every change of a transfer, payout, payin, refund or authorization has its one event, and every event is a change that committed", eventsMatchChanges, ""},
 		{"10", "each refund gives back money its transfer moved, in reverse, and a transfer's amount_refunded_minor is the sum of its completed refunds, never more than its amount", refundsWithinTransfers, ""},
+		{"11", "every authorization's hold ends exactly once (captured, voided or expired), a capture moves at most what was authorized, once, and every answer about an authorization agrees with it", authorizationsEndOnce, ""},
 	} {
 		if c.unchecked != "" {
 			r.Checks = append(r.Checks, Check{ID: c.id, Invariant: c.invariant, Unchecked: c.unchecked})
@@ -288,6 +289,7 @@ func unauthorized(kind string, scope idempotency.Scope, fromKind, fromOwner, toK
 	case kind == KindReturn && fromKind == KindSettlement && toKind == KindCustomer && ownRequest(idempotency.RoutePayouts, toOwner):
 	case kind == KindPayin && fromKind == KindSettlement && toKind == KindCustomer && scope.Route == idempotency.RoutePayin:
 	case kind == KindRefund && fromKind == KindCustomer && toKind == KindCustomer && ownRequest(idempotency.RouteRefunds, fromOwner):
+	case kind == KindCapture && fromKind == KindCustomer && toKind == KindCustomer && ownRequest(idempotency.RouteAuthorizations, fromOwner):
 	default:
 		return fmt.Sprintf("moves money from a %s account of %s to a %s account of %s", fromKind, fromOwner, toKind, toOwner)
 	}
@@ -309,7 +311,7 @@ func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 		LEFT JOIN payouts p ON p.id = r.resource_id
 		LEFT JOIN accounts a ON a.id = r.resource_id
 		LEFT JOIN webhook_endpoints w ON w.id = r.resource_id
-		WHERE r.status_code IS NOT NULL`, ReasonInsufficientFunds)
+		WHERE r.status_code IS NOT NULL AND r.route <> ALL($2)`, ReasonInsufficientFunds, authorizationRoutes)
 	var found []string
 	var scope, route, resource, reason, state string
 	var code int
@@ -550,6 +552,8 @@ func eventsMatchChanges(ctx context.Context, q database.Querier) ([]string, erro
 			UNION ALL SELECT id, 'payout.paid', created_at FROM payouts WHERE status = 'returned'
 			UNION ALL SELECT id, 'payin.received', created_at FROM payins WHERE status = 'credited'
 			UNION ALL SELECT id, 'refund.completed', created_at FROM transfers WHERE kind = 'refund' AND status = 'completed'
+			UNION ALL SELECT a.id, 'authorization.created', a.created_at FROM authorizations a JOIN holds h ON h.authorization_id = a.id
+			UNION ALL SELECT id, 'authorization.' || status, created_at FROM authorizations WHERE status IN ('captured', 'voided', 'expired')
 		), allowed AS (
 			SELECT object_id, type FROM expected
 			UNION ALL SELECT id, 'transfer.failed' FROM transfers WHERE kind = 'transfer' AND status IN ('completed', 'rejected')
@@ -583,4 +587,49 @@ func refundsWithinTransfers(ctx context.Context, q database.Querier) ([]string, 
 		GROUP BY t.id
 		HAVING t.amount_refunded_minor <> COALESCE(sum(r.amount_minor) FILTER (WHERE r.status = 'completed'), 0)
 			OR t.amount_refunded_minor > t.amount_minor`)
+}
+
+// authorizationRoutes are the routes whose answers authorizationsEndOnce checks (answersAgree
+// checks the others).
+var authorizationRoutes = []string{idempotency.RouteAuthorizations, idempotency.RouteCapture, idempotency.RouteVoid}
+
+// authorizationsEndOnce finds authorizations whose hold, postings or answers disagree with their
+// status: a hold open other than while authorized, posted other than when captured, released
+// other than when voided or expired, of another amount or account, or any hold at all while
+// pending or rejected; a capture's posting missing, of another amount than the one captured, or
+// present without a capture; a capture posting of no authorization; and a stored answer that says
+// otherwise (201 for one never held, 422 insufficient-funds for one held, 200 to a capture or a
+// void that did not win, 422 authorization-not-pending for one still authorized).
+func authorizationsEndOnce(ctx context.Context, q database.Querier) ([]string, error) {
+	return lines(ctx, q, `
+		SELECT format('authorization %s (%s): hold %s', a.id, a.status, COALESCE(h.status, 'none'))
+		FROM authorizations a LEFT JOIN holds h ON h.authorization_id = a.id
+		WHERE CASE a.status
+			WHEN 'authorized' THEN h.status IS DISTINCT FROM 'open'
+			WHEN 'captured' THEN h.status IS DISTINCT FROM 'posted'
+			WHEN 'voided' THEN h.status IS DISTINCT FROM 'released'
+			WHEN 'expired' THEN h.status IS DISTINCT FROM 'released'
+			ELSE h.status IS NOT NULL END
+			OR h.amount_minor <> a.amount_minor OR h.account_id <> a.from_account_id
+		UNION ALL
+		SELECT format('authorization %s (%s, %s captured of %s): capture %s', a.id, a.status, a.amount_captured_minor,
+			a.amount_minor, COALESCE(format('%s %s %s->%s', t.status, t.amount_minor, t.from_account_id, t.to_account_id), 'none'))
+		FROM authorizations a LEFT JOIN transfers t ON t.id = a.id AND t.kind = 'capture'
+		WHERE a.amount_captured_minor > a.amount_minor OR CASE WHEN a.status = 'captured'
+			THEN t.status IS DISTINCT FROM 'completed' OR t.amount_minor <> a.amount_captured_minor
+				OR t.from_account_id <> a.from_account_id OR t.to_account_id <> a.to_account_id OR t.currency <> a.currency
+			ELSE t.id IS NOT NULL END
+		UNION ALL
+		SELECT format('capture posting %s belongs to no authorization', t.id) FROM transfers t
+		WHERE t.kind = 'capture' AND NOT EXISTS (SELECT 1 FROM authorizations a WHERE a.id = t.id)
+		UNION ALL
+		SELECT format('%s %s of %s answers %s, but %s is %s', r.route, r.key, r.owner_id, r.status_code, r.resource_id,
+			COALESCE(a.status, 'missing'))
+		FROM idempotency_records r LEFT JOIN authorizations a ON a.id = r.resource_id
+		WHERE r.status_code IS NOT NULL AND r.route = ANY($1) AND NOT CASE
+			WHEN r.route = $2 AND r.status_code = 201 THEN a.status IN ('authorized', 'captured', 'voided', 'expired')
+			WHEN r.route = $2 AND r.status_code = 422 THEN a.status = 'rejected'
+			WHEN r.status_code = 200 THEN a.status = CASE r.route WHEN $3 THEN 'captured' ELSE 'voided' END
+			WHEN r.status_code = 422 THEN a.status IN ('captured', 'voided', 'expired')
+			ELSE false END`, authorizationRoutes, idempotency.RouteAuthorizations, idempotency.RouteCapture)
 }

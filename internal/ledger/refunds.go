@@ -41,14 +41,10 @@ func (l *Ledger) Refund(ctx context.Context, ownerID, id string) (Refund, error)
 	return RefundView(t), err
 }
 
-// Refundable returns transfer id, and the amount a refund of it under scope s takes (amount, or
-// all that remains when amount is nil), if the owner of s may refund it: it is a transfer
-// between customers' accounts (not a deposit), completed, into an account of the owner's.
-// Anyone else gets ErrNotFound, as for a transfer they cannot see; a deposit or a transfer not
-// completed, *NotRefundableError; more than remains, or nothing remaining, *RefundExceedsError,
-// unless the refund under s is claimed already: what remains may be less because this very
-// refund, a duplicate's, has just posted, and its run answers with its outcome. The posting's
-// transaction checks it all again (refundable), and alone decides a race between refunds.
+// Refundable returns transfer id and what a refund of it under s takes (all that remains when
+// amount is nil), if s's owner may refund it (else ErrNotFound). More than remains is
+// *RefundExceedsError unless the refund under s is claimed already: it may have just posted, and
+// its run answers. The posting's transaction checks it all again and alone decides races.
 func (l *Ledger) Refundable(ctx context.Context, s idempotency.Scope, id string, amount *int64) (Transfer, int64, error) {
 	t, err := l.Transfer(ctx, s.OwnerID, id)
 	if err != nil {

@@ -51,3 +51,27 @@ const (
 	// waits for a person (docs/runbook.md).
 	PayoutBankMismatch PayoutStatus = "bank_mismatch"
 )
+
+// AuthorizationStatus is where an authorization stands (docs/contract.md §9).
+type AuthorizationStatus string
+
+const (
+	// AuthorizationPending: claimed, its money not held yet.
+	AuthorizationPending AuthorizationStatus = "pending"
+	// AuthorizationAuthorized: its money is held on the source, until a capture, a void or
+	// its expiry, whichever the ledger takes first.
+	AuthorizationAuthorized AuthorizationStatus = "authorized"
+	// AuthorizationCaptured: the captured amount moved to the destination, the rest released.
+	AuthorizationCaptured AuthorizationStatus = "captured"
+	// AuthorizationVoided: the payee released the hold.
+	AuthorizationVoided AuthorizationStatus = "voided"
+	// AuthorizationExpired: its timer released the hold at expires_at.
+	AuthorizationExpired AuthorizationStatus = "expired"
+	// AuthorizationRejected: not enough available when it was asked; nothing held.
+	AuthorizationRejected AuthorizationStatus = "rejected"
+)
+
+// Ended reports whether s is an end: nothing is held and nothing more can happen.
+func (s AuthorizationStatus) Ended() bool {
+	return s != AuthorizationPending && s != AuthorizationAuthorized
+}

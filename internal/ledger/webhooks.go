@@ -25,10 +25,8 @@ type Endpoint struct {
 	CreatedAt  time.Time `json:"created_at"`
 }
 
-// CreateEndpoint records endpoint e of ownerID, its secret sealed with keys, in tx (the
-// transaction of the request's idempotency record). It takes the owner's feed lock, so that the
-// endpoint receives exactly the owner's events that commit after it: none that was being written
-// as it was created.
+// CreateEndpoint records endpoint e of ownerID, its secret sealed, in tx, under the owner's feed
+// lock: the endpoint receives exactly the owner's events that commit after it.
 func CreateEndpoint(ctx context.Context, tx database.Querier, keys *keyring.Ring, ownerID string, e Endpoint) (Endpoint, error) {
 	if keys == nil {
 		return e, ErrNoKeys
@@ -70,13 +68,9 @@ const MaxEndpoints = 16
 // ErrTooManyEndpoints is an endpoint refused because its owner has MaxEndpoints already.
 var ErrTooManyEndpoints = errors.New("the owner has as many webhook endpoints as it may have")
 
-// RegisterEndpoint registers an endpoint with e's URL and event types, and a new secret, for the
-// owner of scope s, once per use of its key: the endpoint, its idempotency record and its answer
-// (made by answer, which alone shows the secret; replayed for ttl) commit in one transaction, as
-// an account's do. It returns the endpoint's id, replayed or not. The URL is checked against
-// urls for a new endpoint only: a retry gets the stored answer even if the host no longer
-// resolves. A refusal (*URLRefusedError, ErrTooManyEndpoints) rolls the claim back: nothing is
-// stored.
+// RegisterEndpoint registers e with a new secret for s's owner, once per use of its key, with its
+// record and answer (which alone shows the secret) in one transaction. The URL is checked for a
+// new endpoint only (a retry gets its answer even if the host no longer resolves).
 func (l *Ledger) RegisterEndpoint(ctx context.Context, s idempotency.Scope, fingerprint []byte, ttl time.Duration,
 	urls webhook.Policy, e Endpoint, answer func(Endpoint) idempotency.Response) (resp idempotency.Response, replayed bool, id string, err error) {
 	resp, replayed, id, err = idempotency.Once(ctx, l.DB, s, fingerprint, NewID("we_"), ttl, func(tx pgx.Tx, id string) (idempotency.Response, error) {
@@ -125,9 +119,8 @@ func (l *Ledger) Endpoints(ctx context.Context, ownerID string) ([]Endpoint, err
 	})
 }
 
-// DeleteEndpoint deletes ownerID's endpoint id and cancels its pending deliveries, in one
-// transaction: no event is sent to it afterwards, except one its delivery workflow is sending
-// at that moment. ErrNotFound when ownerID has no such endpoint (or deleted it already).
+// DeleteEndpoint deletes ownerID's endpoint id and cancels its pending deliveries in one
+// transaction: no event is sent to it afterwards, except one being sent at that moment.
 func (l *Ledger) DeleteEndpoint(ctx context.Context, ownerID, id string) error {
 	return l.InTx(ctx, func(tx pgx.Tx) error {
 		// Under the owner's feed lock, no event of the owner's is between queueing a delivery for
@@ -156,8 +149,7 @@ type Target struct {
 	Deleted bool
 }
 
-// Target returns endpoint id's URL and secret (opened with the ledger's keys), and whether it
-// was deleted.
+// Target returns endpoint id's URL, secret (opened) and whether it was deleted.
 func (l *Ledger) Target(ctx context.Context, id string) (Target, error) {
 	t := Target{ID: id}
 	var (
@@ -194,8 +186,7 @@ type Delivery struct {
 	Attempts int
 }
 
-// PendingDeliveries returns up to limit of endpoint's pending deliveries, in the order their
-// events committed.
+// PendingDeliveries returns up to limit of endpoint's pending deliveries, in commit order.
 func (l *Ledger) PendingDeliveries(ctx context.Context, endpoint string, limit int) ([]Delivery, error) {
 	rows, err := l.DB.Query(ctx, `
 		SELECT e.seq, e.id, e.type, e.body, d.attempts FROM webhook_deliveries d JOIN events e ON e.seq = d.event_seq
@@ -210,10 +201,8 @@ func (l *Ledger) PendingDeliveries(ctx context.Context, endpoint string, limit i
 	})
 }
 
-// RecordAttempt records one attempt to deliver event seq to endpoint: delivered (a 2xx), or not,
-// with the HTTP status (0 when none came) and what went wrong. A delivery canceled meanwhile
-// (its endpoint deleted) stays canceled, and canceled is true then and only then; one recorded
-// already is left as it was recorded.
+// RecordAttempt records one attempt to deliver event seq to endpoint (status 0: no answer). A
+// delivery canceled meanwhile stays so (canceled true); one recorded already is left as it was.
 func (l *Ledger) RecordAttempt(ctx context.Context, endpoint string, seq int64, delivered bool, status int, problem string) (canceled bool, err error) {
 	tag, err := l.DB.Exec(ctx, `UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = NULLIF($4, 0),
 			last_error = NULLIF($5, ''),
@@ -223,10 +212,9 @@ func (l *Ledger) RecordAttempt(ctx context.Context, endpoint string, seq int64, 
 	if err != nil || tag.RowsAffected() > 0 {
 		return false, err
 	}
-	// Not pending any more: canceled with its endpoint, or recorded already, by this very
-	// update whose answer was lost (PostgreSQL cut off after the commit, and the update sent
-	// again), or by another attempt of the batch (one on a worker presumed dead that was only
-	// paused). Only the first ends the endpoint's run.
+	// Not pending any more: canceled with its endpoint, or recorded already, by this very update
+	// whose answer was lost (PostgreSQL cut off after the commit) or by another attempt (on a
+	// worker presumed dead that was only paused). Only the first ends the endpoint's run.
 	var now string
 	err = l.DB.QueryRow(ctx, `SELECT status FROM webhook_deliveries WHERE endpoint_id = $1 AND event_seq = $2`, endpoint, seq).Scan(&now)
 	return now == "canceled", err
@@ -247,10 +235,8 @@ func (l *Ledger) EndpointsBehind(ctx context.Context, olderThan time.Duration) (
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// SealSecrets seals, with keys' first key, every secret not sealed with it: those stored before
-// secrets were sealed, and those sealed with an older key (after a rotation, so that the old key
-// can be retired): webhook endpoints' secrets and the stored answers that show them. It runs in
-// one transaction, and returns how many it sealed. `payments migrate` runs it.
+// SealSecrets seals with keys' first key, in one transaction, every endpoint secret (and stored
+// answer showing one) stored plain or with an older key, so that a rotated-out key can be retired.
 func SealSecrets(ctx context.Context, db *pgxpool.Pool, keys *keyring.Ring) (n int, err error) {
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		n = 0

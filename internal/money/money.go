@@ -1,26 +1,20 @@
-// Package money holds the rules for amounts and currencies that every edge of the system applies
-// before anything reaches the ledger.
+// Package money holds the rules for amounts and currencies every edge applies before the ledger.
 package money
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
-// MaxAmountMinor is the largest amount a single transfer may move: 10^15 minor units. Balances
-// are int64, so even a long run of maximal transfers into one account cannot overflow before
-// PostgreSQL's bigint check rejects the update.
+// MaxAmountMinor is the largest amount a single transfer may move: 10^15 minor units, so that even
+// a long run of them into one account cannot overflow int64 before PostgreSQL's bigint check.
 const MaxAmountMinor int64 = 1_000_000_000_000_000
 
 // Currencies are the ISO 4217 codes the ledger has funding accounts for (see the first migration).
 var Currencies = []string{"USD", "EUR", "GBP", "JPY", "CHF", "CAD"}
 
 // ValidCurrency reports whether code is a supported currency, upper-case as ISO 4217 writes it.
-func ValidCurrency(code string) bool {
-	for _, c := range Currencies {
-		if c == code {
-			return true
-		}
-	}
-	return false
-}
+func ValidCurrency(code string) bool { return slices.Contains(Currencies, code) }
 
 // CheckAmount returns why amount cannot be moved, or nil.
 func CheckAmount(amount int64) error {

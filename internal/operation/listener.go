@@ -6,11 +6,9 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 )
 
-// Listener tells requests waiting in this process the moment an operation's answer commits (a
-// transfer posted, a payout's funds held). It is the worker's answer hook under `payments
-// serve`, where the API and the worker share one process: the API then answers as soon as the
-// ledger holds the answer, instead of a round trip through Temporal or PostgreSQL later. The
-// answer is the same stored bytes either way.
+// Listener tells requests waiting in this process the moment an operation's answer commits: the
+// worker's answer hook under `payments serve`, where API and worker share a process, saving a
+// round trip through Temporal or PostgreSQL. The answer is the same stored bytes either way.
 type Listener struct {
 	mu      sync.Mutex
 	waiters map[string][]chan idempotency.Response

@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/database"
@@ -34,8 +35,7 @@ type Classified struct {
 	RunID  string                        // a Closed run's
 }
 
-// Ended says how a Closed run closed, in a word for people: failed, terminated, timed out,
-// canceled, completed.
+// Ended says how a Closed run closed, in a word for people.
 func (c Classified) Ended() string {
 	switch c.Status {
 	case enums.WORKFLOW_EXECUTION_STATUS_TERMINATED:
@@ -76,9 +76,8 @@ func (o Operation) Classify(ctx context.Context) (Classified, error) {
 	}
 }
 
-// Recover starts o's run after NoRun or a Closed run the reuse policy lets run again, and says
-// what it did: started, or withdrawn (a run of an earlier use of the key still holds the
-// workflow ID: the claim is withdrawn, Operation.Start).
+// Recover starts o's run after NoRun or a Closed run the reuse policy lets run again: Started, or
+// Withdrawn (an earlier use of the key's run still holds the workflow ID, Operation.Start).
 func (o Operation) Recover(ctx context.Context) (Outcome, error) {
 	_, err := o.Start(ctx)
 	var inUse *InUseError
@@ -88,10 +87,8 @@ func (o Operation) Recover(ctx context.Context) (Outcome, error) {
 	return Started, err
 }
 
-// Resolve is the recovery of one claim left pending, operation id under workflowID: an open run
-// is left running; a closed one is closed's to decide on (it says what it did, or "" to have the
-// run started again); no run, or only an earlier use's, and the run is started (Recover). op is
-// the claim's operation, made from its whole scope; a claim under no scope is Skipped.
+// Resolve recovers one claim left pending, id under workflowID: an open run is left running; a
+// closed one is closed's to decide on ("" to start it again); with no run of its own, Recover.
 func Resolve(ctx context.Context, db database.Querier, workflowID, id string, op func(idempotency.Scope) Operation,
 	closed func(Classified) (Outcome, error)) (Outcome, error) {
 	scope, ok, err := scopeOf(ctx, db, workflowID, id)
@@ -113,9 +110,8 @@ func Resolve(ctx context.Context, db database.Querier, workflowID, id string, op
 	return o.Recover(ctx)
 }
 
-// scopeOf is the idempotency scope of the operation id run under workflowID, whole (the key of a
-// shortened workflow ID read from its record); ok is false when the ID is no scope's, or the
-// record of a key too long to appear in it has gone: the claim is Skipped.
+// scopeOf is the whole scope of operation id under workflowID (a shortened ID's key read from its
+// record); ok is false when the ID is no scope's or that record has gone: the claim is Skipped.
 func scopeOf(ctx context.Context, db database.Querier, workflowID, id string) (idempotency.Scope, bool, error) {
 	scope, ok := idempotency.ScopeOf(workflowID)
 	if !ok {
@@ -137,8 +133,7 @@ const (
 	Skipped   Outcome = "skipped"
 )
 
-// Tally is what one recovery pass did with the claims left pending: the result of the
-// recovery workflow, as the Temporal UI shows it.
+// Tally is what one recovery pass did: the recovery workflow's result, as the Temporal UI shows it.
 type Tally struct {
 	Started   int // claims whose run never started (or, a payout's, whose run failed): started now
 	Failed    int // runs that ended without posting: their transfers marked failed
@@ -203,4 +198,44 @@ func (r Recovery) ResolveStale(ctx context.Context, olderThan config.Duration) (
 		errs = append(errs, err)
 	}
 	return sum, errors.Join(errs...)
+}
+
+// ResolveWaiting is the recovery pass over operations of workflowType still open in the ledger
+// that may wait for days by design (a payout on its bank, an authorization on its payee): the
+// runs going are listed from visibility first (those filter admits), so that each of those costs
+// nothing; visibility lags, so one it misses is described (Resolve) before it is started. Every
+// other one, from pages (a page at a time), is started again unless an operator terminated its
+// last run (UnlessTerminated). key names an item, its workflow ID and the operation's id; op
+// makes its operation from its whole scope. One that cannot be resolved now does not hold up the
+// others.
+func ResolveWaiting[T any](ctx context.Context, c client.Client, db database.Querier, workflowType, filter string,
+	pages func(func([]T) error) error, key func(T) (name, workflowID, id string),
+	op func(T, idempotency.Scope) Operation) (Tally, error) {
+	var res Tally
+	going := map[string]bool{}
+	if err := EachRunning(ctx, c, workflowType, filter, func(workflowID string) { going[workflowID] = true }); err != nil {
+		return res, err
+	}
+	err := pages(func(page []T) error {
+		for _, item := range page {
+			name, workflowID, id := key(item)
+			outcome, err := Running, error(nil)
+			if !going[workflowID] {
+				outcome, err = Resolve(ctx, db, workflowID, id, func(s idempotency.Scope) Operation { return op(item, s) }, UnlessTerminated)
+			}
+			res.Note(name, outcome, err)
+		}
+		return nil
+	})
+	return res, res.Err(err)
+}
+
+// UnlessTerminated is what the recovery pass does with an operation still open in the ledger
+// whose run has closed: a run an operator terminated is theirs to decide on (`payments rerun
+// failed`), Stopped; any other is started again (""), so that no money stays held for ever.
+func UnlessTerminated(run Classified) (Outcome, error) {
+	if run.Status == enums.WORKFLOW_EXECUTION_STATUS_TERMINATED {
+		return Stopped, nil
+	}
+	return "", nil
 }

@@ -28,17 +28,15 @@ const WouldRun = "would-run"
 
 type dryRunKey struct{}
 
-// DryRun is ctx under which Restart reads and reports what it would start, and starts nothing
-// (`payments rerun failed --dry-run`). A context rather than a parameter: every service's
-// RerunFailed goes through Restart, which is the one place a run is started again.
+// DryRun is ctx under which Restart reports what it would start and starts nothing. A context
+// rather than a parameter: every service's RerunFailed goes through Restart.
 func DryRun(ctx context.Context) context.Context { return context.WithValue(ctx, dryRunKey{}, true) }
 
 func isDryRun(ctx context.Context) bool { return ctx.Value(dryRunKey{}) != nil }
 
-// RerunFailed runs again every workflow of type workflowType whose latest run failed, was
-// terminated or timed out (and closed after since, when since is not zero), once
-// each, in turn (Restart), and reports each: finish, when not nil, waits for a run started
-// again and completes its report.
+// RerunFailed runs again (Restart) every workflow of type workflowType whose latest run failed,
+// was terminated or timed out (closed after since, unless zero), in turn, and reports each:
+// finish, when not nil, waits for a run started again and completes its report.
 func RerunFailed(ctx context.Context, c client.Client, dc converter.DataConverter, workflowType string, since time.Time,
 	decode func(input func(valuePtr any) error) (Operation, error), finish func(client.WorkflowRun, *Rerun), report func(Rerun)) error {
 	return eachFailed(ctx, c, workflowType, since, func(id string) {
@@ -50,9 +48,7 @@ func RerunFailed(ctx context.Context, c client.Client, dc converter.DataConverte
 	})
 }
 
-// eachFailed calls rerun for every workflow of type workflowType whose latest run failed, was
-// terminated or timed out (and closed after since, when since is not zero), once
-// each, in turn.
+// eachFailed calls rerun for every workflow RerunFailed runs again, once each, in turn.
 func eachFailed(ctx context.Context, c client.Client, workflowType string, since time.Time, rerun func(workflowID string)) error {
 	query := fmt.Sprintf("WorkflowType = '%s' AND (ExecutionStatus = 'Failed' OR ExecutionStatus = 'Terminated' OR ExecutionStatus = 'TimedOut')", workflowType)
 	if !since.IsZero() {
@@ -93,10 +89,9 @@ func eachListed(ctx context.Context, c client.Client, query, what string, f func
 	}
 }
 
-// Restart starts workflowID's latest run again, with the input it was started with, if that
-// run failed, was terminated or timed out (and ctx is not DryRun); decode reads the input into the caller's type and
-// returns the operation to start with it. The new run is returned for the caller to wait on,
-// or nil with the Rerun saying why nothing was started.
+// Restart starts workflowID's latest run again with its input, if that run failed, was
+// terminated or timed out (and ctx is not DryRun); decode reads the input and returns the
+// operation. The new run is returned, or nil with the Rerun saying why nothing was started.
 func Restart(ctx context.Context, c client.Client, dc converter.DataConverter, workflowID string, decode func(input func(valuePtr any) error) (Operation, error)) (client.WorkflowRun, Rerun) {
 	r := Rerun{WorkflowID: workflowID, Outcome: "error"}
 	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
@@ -134,10 +129,8 @@ func Restart(ctx context.Context, c client.Client, dc converter.DataConverter, w
 	return run, r
 }
 
-// rerunnable reports whether a latest run in status st ended without finishing its work, which
-// the workflow ID reuse policy lets a new run under the same ID do (docs/contract.md: failed,
-// terminated or timed out; a canceled run was ended on purpose, and what it left behind is the
-// recovery pass's).
+// rerunnable reports whether a run in status st ended without finishing its work (docs/contract.md);
+// a canceled run was ended on purpose, and what it left behind is the recovery pass's.
 func rerunnable(st enums.WorkflowExecutionStatus) bool {
 	return st == enums.WORKFLOW_EXECUTION_STATUS_FAILED || st == enums.WORKFLOW_EXECUTION_STATUS_TERMINATED ||
 		st == enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT

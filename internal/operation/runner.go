@@ -14,23 +14,17 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 )
 
-// Runner runs operations claimed under idempotency scopes (transfers and refunds, payouts): a
-// kind of money movement is an instance of it, saying only what its operations make and how
-// their runs are shown (Run, Claim). Everything else of the lifecycle is here: the claim, the
-// run's start options, the wait for the answer, the classification of a run, the recovery, the
-// rerun. One runner serves every kind.
+// Runner runs operations claimed under idempotency scopes, for every kind of money movement: a
+// kind says only what its operations make and how their runs are shown (Run, Claim); the claim,
+// start, wait, classification, recovery and rerun are here.
 type Runner struct {
 	Client    client.Client
 	Converter converter.DataConverter // Client's data converter (Operation.Converter)
 	Claims    Claims
 	TaskQueue string
-	// SyncWait is how long a submission waits for the answer; the claim and the start together
-	// have at least minStartBudget, whatever it is.
-	SyncWait time.Duration
-	// Eager starts the run's first task in this process when a worker runs here; Listener,
-	// shared with that worker, hears each answer the moment it commits here.
-	Eager    bool
-	Listener *Listener
+	SyncWait  time.Duration // how long a submission waits for the answer (the start: minStartBudget at least)
+	Eager     bool          // start the run's first task in this process, when a worker runs here
+	Listener  *Listener     // shared with that worker: hears each answer the moment it commits here
 }
 
 // Claims is where claims are kept: the ledger.
@@ -56,8 +50,7 @@ type Run struct {
 }
 
 // Operation is run as r starts it: under the scope's workflow ID, never repeated once completed
-// (a run that failed, was canceled, terminated or timed out may run again under the same ID),
-// its memo naming the operation, its claim locked and withdrawn through r.Claims.
+// (a run that did not complete may run again), its claim locked and withdrawn through r.Claims.
 func (r *Runner) Operation(run Run) Operation {
 	return Operation{
 		Client:    r.Client,
@@ -89,10 +82,9 @@ type Claimed struct {
 	Response       *idempotency.Response
 }
 
-// Claim is how an instance claims its operation: uses counts the operations already made under
-// the scope's workflow ID (the key's earlier uses, whose records expired), newID names the
-// use-th, and then runs in the claim's transaction with its outcome: it writes the operation's
-// row when the claim is new, and reads what a duplicate runs.
+// Claim is how an instance claims its operation: Uses counts the operations made under the
+// workflow ID by the key's earlier uses (records expired), NewID names the use-th, and Then runs
+// in the claim's transaction: it writes a new claim's row, and reads what a duplicate runs.
 type Claim struct {
 	Scope       idempotency.Scope
 	Fingerprint []byte
@@ -127,18 +119,14 @@ func (r *Runner) Claim(ctx context.Context, c Claim) (Claimed, error) {
 // minStartBudget bounds the claim and the start together, whatever SyncWait is.
 const minStartBudget = 5 * time.Second
 
-// LocalGrace is how long the request that claimed an operation listens only for its answer in
-// this process before it also asks elsewhere (Temporal, the ledger). Under serve the answer
-// nearly always commits here (eager start), within milliseconds when the machine is not
-// overloaded, so most requests cost no poll at all; a run elsewhere is answered up to
-// LocalGrace later. A duplicate asks at once: the answer it waits for may have committed before
-// it began to listen.
+// LocalGrace is how long the claiming request listens only in this process before also asking
+// Temporal or the ledger: under serve the answer nearly always commits here (eager start). A
+// duplicate asks at once: its answer may have committed before it began to listen.
 const LocalGrace = time.Second
 
-// Submission is one request's way through the lifecycle after its claim. Claiming and starting
-// do not follow the client's context (Start): once a request has arrived whole, its operation is
-// claimed and started even if the client hangs up, so a claim is never left behind without its
-// run. Only the wait for the answer ends with the client.
+// Submission is one request's way through the lifecycle after its claim. Claiming and starting do
+// not follow the client's context (Start), so a claim is never left without its run when the
+// client hangs up; only the wait for the answer ends with the client.
 type Submission struct {
 	Claimed
 	Start context.Context             // for the claim and the start: not the client's
@@ -155,8 +143,7 @@ func (s *Submission) Close() {
 }
 
 // submit claims c and, unless its answer is stored already, listens for it in this process
-// (before the start: an eager start may answer before ExecuteWorkflow returns). The error is
-// the claim's: idempotency.ErrReused, or PostgreSQL's.
+// (before the start: an eager start may answer before ExecuteWorkflow returns).
 func (r *Runner) submit(ctx context.Context, c Claim) (*Submission, error) {
 	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(r.SyncWait, minStartBudget))
 	s := &Submission{Start: startCtx, done: []func(){cancel}}
@@ -174,9 +161,8 @@ func (r *Runner) submit(ctx context.Context, c Claim) (*Submission, error) {
 	return s, nil
 }
 
-// Answer is how a submission ended, for the edge to answer: the operation's answer as stored
-// (Response), or, when it is not there after the wait, the operation as it stands (Pending, a
-// 202). Replayed is true when an earlier request with the same key started the operation.
+// Answer is how a submission ended: the operation's stored answer, or, when it is not there after
+// the wait, the operation as it stands (Pending, a 202). Replayed: an earlier request started it.
 type Answer[P any] struct {
 	idempotency.Response
 	Pending  *P
@@ -185,9 +171,8 @@ type Answer[P any] struct {
 	ID, WorkflowID string
 }
 
-// Submit is one request's way through the lifecycle: it claims c and, unless that answers the
-// request (its answer stored, the claim refused: the error, PostgreSQL's marked an outage), ends
-// it as the instance says (finish), given the submission and the answer so far.
+// Submit claims c and, unless that answers the request (its answer stored, the claim refused),
+// ends it as the instance says (finish), given the submission and the answer so far.
 func Submit[P, O any](ctx context.Context, r *Runner, c Claim, ending func(*Submission, Answer[P]) Ending[P, O]) (Answer[P], error) {
 	s, err := r.submit(ctx, c)
 	defer s.Close()

@@ -1,6 +1,5 @@
-// Package runs starts and finds the Temporal run of an operation claimed under an idempotency
-// scope (a transfer, a payout): the workflow ID is the scope's, and a run is this operation's
-// only if its memo names the operation. Transfers and payouts share it.
+// Package operation runs operations claimed under idempotency scopes: the workflow ID is the
+// scope's, and a run is this operation's only if its memo names the operation.
 package operation
 
 import (
@@ -20,10 +19,8 @@ import (
 
 // Operation is an operation to run once under a workflow ID.
 type Operation struct {
-	Client client.Client
-	// Converter reads what Client's runs hold (their memos): Client's data converter, the
-	// payload codec's (nil: the SDK's default).
-	Converter converter.DataConverter
+	Client    client.Client
+	Converter converter.DataConverter     // Client's, to read runs' memos (nil: the SDK's default)
 	Options   client.StartWorkflowOptions // ID, task queue, attributes; Start adds the memo
 	Workflow  any
 	Input     any
@@ -33,15 +30,13 @@ type Operation struct {
 	// Lock runs f while holding the lock of the operation's claim, so that of the starters of
 	// one use of a key, one starts its run after an earlier use's.
 	Lock func(ctx context.Context, f func() error) error
-	// Unclaim withdraws the operation's claim when its run cannot start because a run of an
-	// earlier use of the key is still open: the caller is told nothing was done (InUseError),
-	// and nothing later runs it behind the caller's back.
+	// Unclaim withdraws the claim when an earlier use's run is still open: the caller is told
+	// nothing was done (InUseError), so nothing may later run it behind the caller's back.
 	Unclaim func(ctx context.Context) error
 }
 
-// InUseError is an operation whose workflow ID is taken: by its own run still going after the
-// wait (the first request's), or, when EarlierUse is set, by a run of an earlier use of the key
-// that is still open. Nothing was done for this request; it may be sent again.
+// InUseError is an operation whose workflow ID is taken by its own run still going after the wait,
+// or (EarlierUse) by an earlier use's open run. Nothing was done for this request.
 type InUseError struct {
 	Kind           Kind
 	ID, WorkflowID string
@@ -64,10 +59,11 @@ type Kind string
 
 // The kinds of operation run under an idempotency scope.
 const (
-	KindTransfer Kind = "transfer"
-	KindRefund   Kind = "refund"
-	KindPayout   Kind = "payout"
-	KindPayin    Kind = "payin"
+	KindTransfer      Kind = "transfer"
+	KindRefund        Kind = "refund"
+	KindPayout        Kind = "payout"
+	KindPayin         Kind = "payin"
+	KindAuthorization Kind = "authorization"
 )
 
 func (e *InUseError) Error() string {
@@ -77,12 +73,9 @@ func (e *InUseError) Error() string {
 	return e.ID + " is still being processed"
 }
 
-// Start starts the operation's run, or finds it: a run already there under the workflow ID (a
-// concurrent duplicate's, or a completed one) is the operation's only if its memo names the
-// operation. A run of an earlier use of the key is never joined: while it is still open (held
-// by a worker that stopped, a payout waiting out its return window, or re-opened by a UI Reset)
-// this use is refused (InUseError) and its claim withdrawn (Unclaim); once that run has closed,
-// this use's run starts after it.
+// Start starts the operation's run, or finds it. An earlier use's run is never joined: while it
+// is open (a stopped worker's, a payout in its return window, re-opened by a UI Reset) this use
+// is refused (InUseError) and its claim withdrawn; once it has closed, this use's run follows.
 func (o Operation) Start(ctx context.Context) (client.WorkflowRun, error) {
 	run, err := o.Client.ExecuteWorkflow(ctx, o.StartOptions(), o.Workflow, o.Input)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
@@ -99,8 +92,7 @@ func (o Operation) Start(ctx context.Context) (client.WorkflowRun, error) {
 	return run, err
 }
 
-// StartOptions are the options the run starts with: the memo naming the operation, and never
-// joining a run already there.
+// StartOptions are the run's: the memo naming the operation, and never joining a run there.
 func (o Operation) StartOptions() client.StartWorkflowOptions {
 	opts := o.Options
 	if o.MemoKey != "" {
@@ -130,10 +122,9 @@ func (o Operation) Find(ctx context.Context) (client.WorkflowRun, error) {
 	return run, err
 }
 
-// Joined returns the run an Ask started or joined, if it got that far (Find), and otherwise
-// starts it (Start). A run of the operation's that has closed is not started again: a run
-// terminated while the caller waited is answered as it would be to a start and a result poll,
-// and runs again only when the request is sent again.
+// Joined returns the run an Ask started or joined, if it got that far (Find), or else starts it.
+// A closed run of the operation's is not started again: one terminated while the caller waited
+// is answered as to a start and a result poll, and runs again only when the request is resent.
 func (o Operation) Joined(ctx context.Context) (client.WorkflowRun, error) {
 	run, err := o.Find(ctx)
 	if err == nil && run == nil {
@@ -168,9 +159,8 @@ func (o Operation) existingRun(ctx context.Context) (client.WorkflowRun, error) 
 	return run, err
 }
 
-// ownRun returns the latest run under the workflow ID if it runs this operation (its memo says
-// so), nil if that run is a closed one of an earlier use, and an InUseError if it is a running
-// one of an earlier use.
+// ownRun returns the latest run under the workflow ID if its memo names this operation; for an
+// earlier use's run, nil if it is closed and an InUseError if it is running.
 func (o Operation) ownRun(ctx context.Context) (client.WorkflowRun, error) {
 	desc, err := o.Client.DescribeWorkflowExecution(ctx, o.Options.ID, "")
 	if err != nil {
@@ -211,9 +201,8 @@ func orDefault(dc converter.DataConverter) converter.DataConverter {
 	return dc
 }
 
-// TemporalError marks err as a Temporal outage when it says Temporal could not be reached or
-// could not do the work now; any other refusal (a bad request, a namespace without the search
-// attributes) is returned as it is, an error of this service, not a reason to retry.
+// TemporalError marks err as a Temporal outage when Temporal could not be reached or do the work
+// now; any other refusal (a bad request, missing search attributes) is this service's error.
 func TemporalError(err error) error {
 	if err == nil {
 		return nil
@@ -235,8 +224,7 @@ func TemporalError(err error) error {
 	return err
 }
 
-// Ended reports whether err is a run's end without a result: failed, timed out, terminated or
-// canceled.
+// Ended reports whether err is a run's end without a result (failed, timed out, terminated...).
 func Ended(err error) bool {
 	var wfErr *temporal.WorkflowExecutionError
 	return errors.As(err, &wfErr)

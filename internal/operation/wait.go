@@ -12,16 +12,14 @@ import (
 	"github.com/payments/payments/internal/idempotency"
 )
 
-// The three ways a submission hears its answer, for at most the runner's SyncWait and while the
-// client waits: from its run's result (WaitResult), from the ledger where the answer is stored
-// (WaitStored), or by asking its run with an Update that starts the run if needed (Ask). Each
-// listens first to the answer committing in this process (Submission.Heard).
+// A submission hears its answer, for at most SyncWait, from its run's result (WaitResult), the
+// ledger (WaitStored), or an Update that starts the run if needed (Ask); each listens first to
+// the answer committing in this process (Submission.Heard).
 
-// WaitResult returns the answer of s's operation from its run's result (answer reads it from
-// the outcome O), or from the answer committing in this process, whichever comes first. A result
-// poll, once started, is never cancelled because the answer came another way: it ends by itself,
-// moments later when the workflow closes (or at the deadline). Cancelling it while the server
-// reads the closed history is what wedges the dev server's single SQLite connection
+// WaitResult returns the answer of s's operation from its run's result, or from the answer
+// committing in this process, whichever comes first. A result poll, once started, is never
+// cancelled: it ends by itself when the workflow closes (or at the deadline). Cancelling it while
+// the server reads the closed history wedges the dev server's single SQLite connection
 // ("interrupted (9)", docs/adr/0004-result-polls.md).
 func WaitResult[O any](ctx context.Context, r *Runner, s *Submission, run client.WorkflowRun, answer func(O) idempotency.Response) (idempotency.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.SyncWait)
@@ -82,10 +80,8 @@ func poll[O any](ctx context.Context, run client.WorkflowRun) <-chan polled[O] {
 	return done
 }
 
-// WaitStored returns the answer of s's operation from the ledger, where its run stores it, or
-// from the answer committing in this process. The reads back off from 20 ms to 200 ms. For an
-// operation whose run goes on long after its answer (a payout's, for days), whose result is no
-// answer to wait for.
+// WaitStored returns the answer of s's operation from the ledger, or from the answer committing in
+// this process: for an operation whose run goes on long after its answer (a payout's).
 func WaitStored(ctx context.Context, r *Runner, db database.Querier, scope idempotency.Scope, s *Submission) (idempotency.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.SyncWait)
 	defer cancel()
@@ -113,12 +109,9 @@ func WaitStored(ctx context.Context, r *Runner, db database.Querier, scope idemp
 	}
 }
 
-// Ask starts op's run, or joins the one already there, and asks it for its answer with the
-// Update update (argument: the operation's id) in one call (Update-With-Start), which the run
-// gives as soon as its answer commits. Concurrent duplicates each ask the one run and get its
-// one answer; compared with a start and a result poll, the answer comes one task dispatch sooner
-// and does not wait for the run to close (docs/adr/0008-cluster.md). It returns the run's
-// outcome and run ID.
+// Ask starts op's run, or joins the one there, and asks it for its answer with the Update update
+// in one call (Update-With-Start). Compared with a start and a result poll, the answer comes one
+// task dispatch sooner and does not wait for the run to close (docs/adr/0008-cluster.md).
 func Ask[O any](ctx context.Context, op Operation, update string) (O, string, error) {
 	opts := op.StartOptions()
 	// Join the run already there, if any: the update's validator refuses it when it runs another
@@ -141,8 +134,7 @@ func Ask[O any](ctx context.Context, op Operation, update string) (O, string, er
 }
 
 // Ending is the rest of an instance's submission once claimed: its operation, what an Ask's
-// outcome answers (Asked), and the wait for the answer of a run started or joined (Await, while
-// waitCtx lasts).
+// outcome answers (Asked), and the wait for a run started or joined (Await, while waitCtx lasts).
 type Ending[P, O any] struct {
 	Op     Operation
 	Update string // the Update that asks a run for its answer (Ask)
@@ -150,13 +142,9 @@ type Ending[P, O any] struct {
 	Await  func(waitCtx context.Context, run client.WorkflowRun) (Answer[P], error)
 }
 
-// finish ends s (Submit): where this process runs a worker (s.Heard), it starts the run and
-// awaits its answer; where it runs none, it asks the run for its answer as it starts it (Ask).
-// Every other end of the Ask (the run refuses to answer for another use of the key, the run
-// closed before it answered, a worker without the update, Temporal unreachable, the client gone)
-// goes the way a start goes: it finds the run or starts it (Joined), so that the run has started
-// whatever the client does, and awaits the answer for what is left of the one wait. answer is
-// the answer so far, returned with a start's error.
+// finish ends s (Submit): where this process runs a worker (s.Heard), it starts the run and awaits
+// its answer; elsewhere it Asks, and on any failure falls back to a start (Joined), so that the
+// run has started whatever the client does, and awaits what is left of the one wait.
 func finish[P, O any](ctx context.Context, r *Runner, s *Submission, answer Answer[P], e Ending[P, O]) (Answer[P], error) {
 	waitCtx, start := ctx, e.Op.Start
 	if s.Heard == nil {
@@ -175,10 +163,9 @@ func finish[P, O any](ctx context.Context, r *Runner, s *Submission, answer Answ
 	return e.Await(waitCtx, run)
 }
 
-// updateID names one request's update. It is never the same twice: the server answers an update
-// ID the latest run has already answered with that answer, even when that run has failed, and
-// a request after a failed run must start the run again (the ID reuse policy), not be told
-// again that it failed.
+// updateID is never the same twice: the server answers an update ID the latest run has answered
+// with that answer, even when that run failed, and a request after a failed run must start it
+// again, not be told again that it failed.
 func updateID(id string) string {
 	return id + "/" + rand.Text()
 }

@@ -1,6 +1,5 @@
-// Package outage marks the errors that mean a dependency (PostgreSQL, Temporal) could not be
-// reached or could not do the work just now: the same request may succeed later, and nothing
-// else deserves a "retry later" answer.
+// Package outage marks the errors that mean a dependency could not be reached or do the work just
+// now: the same request may succeed later, and nothing else deserves a "retry later" answer.
 package outage
 
 import "errors"

@@ -28,6 +28,10 @@ type Problem struct {
 	PayoutID   string       `json:"payout_id,omitempty"`
 	RefundID   string       `json:"refund_id,omitempty"`
 	WorkflowID string       `json:"workflow_id,omitempty"`
+	// AuthorizationID names the authorization; AuthorizationStatus is where it stands when a
+	// capture or void came too late (`status` is the HTTP status's).
+	AuthorizationID     string `json:"authorization_id,omitempty"`
+	AuthorizationStatus string `json:"authorization_status,omitempty"`
 
 	// RetryAfter, in seconds, is sent as the Retry-After header when positive.
 	RetryAfter int `json:"-"`
@@ -41,26 +45,29 @@ func (p *Problem) Unwrap() error { return p.Cause }
 
 // Slugs and titles of every problem the API answers with; openapi.yaml lists the same.
 var titles = map[string]string{
-	"invalid-request":            "The request is invalid",
-	"unauthorized":               "A valid API key is required",
-	"insufficient-scope":         "The API key lacks the scope this request needs",
-	"rate-limited":               "Too many requests for this API key",
-	"not-found":                  "Not found",
-	"payload-too-large":          "The request body is too large",
-	"missing-idempotency-key":    "Idempotency-Key is missing",
-	"invalid-idempotency-key":    "Idempotency-Key is invalid",
-	"idempotency-key-reused":     "Idempotency-Key was used with a different request",
-	"idempotency-key-in-use":     "A request with this Idempotency-Key is still being processed",
-	"currency-mismatch":          "The currency does not match the accounts",
-	"insufficient-funds":         "Insufficient funds",
-	"service-unavailable":        "The service is temporarily unavailable",
-	"transfer-failed":            "The transfer failed",
-	"refund-failed":              "The refund failed",
-	"refund-exceeds-transfer":    "The refund exceeds what remains of the transfer",
-	"transfer-not-refundable":    "The transfer cannot be refunded",
-	"too-many-webhook-endpoints": "Too many webhook endpoints",
-	"method-not-allowed":         "Method not allowed",
-	"internal-error":             "Internal error",
+	"invalid-request":               "The request is invalid",
+	"unauthorized":                  "A valid API key is required",
+	"insufficient-scope":            "The API key lacks the scope this request needs",
+	"rate-limited":                  "Too many requests for this API key",
+	"not-found":                     "Not found",
+	"payload-too-large":             "The request body is too large",
+	"missing-idempotency-key":       "Idempotency-Key is missing",
+	"invalid-idempotency-key":       "Idempotency-Key is invalid",
+	"idempotency-key-reused":        "Idempotency-Key was used with a different request",
+	"idempotency-key-in-use":        "A request with this Idempotency-Key is still being processed",
+	"currency-mismatch":             "The currency does not match the accounts",
+	"insufficient-funds":            "Insufficient funds",
+	"service-unavailable":           "The service is temporarily unavailable",
+	"transfer-failed":               "The transfer failed",
+	"refund-failed":                 "The refund failed",
+	"refund-exceeds-transfer":       "The refund exceeds what remains of the transfer",
+	"transfer-not-refundable":       "The transfer cannot be refunded",
+	"too-many-webhook-endpoints":    "Too many webhook endpoints",
+	"authorization-failed":          "The authorization failed",
+	"authorization-not-pending":     "The authorization is no longer pending",
+	"capture-exceeds-authorization": "The capture exceeds the authorized amount",
+	"method-not-allowed":            "Method not allowed",
+	"internal-error":                "Internal error",
 }
 
 // New returns the problem of slug with its fixed title.

@@ -1,9 +1,7 @@
-// Package strictjson decodes a JSON object that has exactly one reading: the API's request
-// bodies and the bank's signed events. encoding/json alone matches member names regardless of
-// case and lets the last of two equal names win, so `{"amount_minor":7,"AMOUNT_MINOR":7000}`
-// would be read as 7,000 by it and as 7 by anything reading the first member. Decode checks the
-// names first (each given once, compared after unescaping; none that encoding/json would fold
-// onto a field it is not), then decodes the values.
+// Package strictjson decodes a JSON object that has exactly one reading. encoding/json matches
+// names regardless of case and lets the last of two equal names win: `{"amount_minor":7,
+// "AMOUNT_MINOR":7000}` would be 7,000 to it and 7 to another reader. Decode checks the names
+// first (each once, after unescaping; none folding onto another field), then decodes the values.
 package strictjson
 
 import (
@@ -74,9 +72,8 @@ type Options struct {
 }
 
 // Decode reads body, one JSON object in UTF-8, into dst, a pointer to a struct: each member name
-// exactly one of dst's fields (case-sensitive), none given twice in any object, each value of
-// its field's type. A map[string]string takes strings only (encoding/json would read null as "").
-// Every refusal is an *Error.
+// exactly one of dst's fields (case-sensitive), none given twice in any object, each value of its
+// field's type (a map[string]string takes strings only). Every refusal is an *Error.
 func Decode(body []byte, dst any, opt Options) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return &Error{Kind: NotObject}
@@ -115,10 +112,9 @@ type checker struct {
 	opt Options
 }
 
-// members reads the rest of an object whose '{' was just read, checking its member names
-// against t (a struct's json names, a map's any names, anything for another type) and the
-// values nested in it. path is the object's place in the body ("" at the top, "data." in a
-// member "data"), for naming a field in an error.
+// members reads the rest of an object whose '{' was just read, checking its member names against
+// t (a struct's json names, a map's any, anything for another type) and its nested values. path
+// is the object's place in the body ("data."), for naming a field in an error.
 func (c checker) members(t reflect.Type, path string) error {
 	fields := jsonFields(t)
 	seen := map[string]bool{}
@@ -195,8 +191,8 @@ func (c checker) value(t reflect.Type, path string) error {
 
 var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
 
-// jsonFields maps the JSON names of struct t's fields to their types; nil when t is no struct,
-// or reads itself (json.RawMessage, time.Time: its own UnmarshalJSON decides).
+// jsonFields maps the JSON names of struct t's fields to their types; nil when t is no struct or
+// has its own UnmarshalJSON.
 func jsonFields(t reflect.Type) map[string]reflect.Type {
 	if t == nil || t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(unmarshaler) {
 		return nil
@@ -215,8 +211,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	return out
 }
 
-// sameFolded returns the field of fields that encoding/json would fill from a member name,
-// matching names case-insensitively; "" if none.
+// sameFolded returns the field encoding/json would fill from a member name (case folded), or "".
 func sameFolded(name string, fields map[string]reflect.Type) string {
 	folded := fold(name)
 	for known := range fields {

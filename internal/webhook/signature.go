@@ -1,6 +1,5 @@
-// Package webhook signs and verifies webhooks (the deliveries to endpoints, and by the same
-// scheme under its own header and secret the bank's callbacks, package bank) and decides which
-// URLs deliveries may go to.
+// Package webhook signs and verifies webhooks (and, by the same scheme, the bank's callbacks) and
+// decides which URLs deliveries may go to.
 package webhook
 
 import (
@@ -43,9 +42,8 @@ func NewSecret() string {
 	return secretPrefix + hex.EncodeToString(b)
 }
 
-// Sign returns the SignatureHeader value for body sent at t: "t=<unix seconds>,v1=<hex
-// HMAC-SHA256(secret, "<t>." + body)>". The timestamp is signed with the body so that an old
-// delivery cannot be replayed with a fresh timestamp.
+// Sign returns the SignatureHeader value for body sent at t: "t=<unix>,v1=<hex HMAC-SHA256(secret,
+// "<t>." + body)>", the timestamp signed so that an old delivery cannot be replayed with a new one.
 func Sign(secret string, t time.Time, body []byte) string {
 	ts := strconv.FormatInt(t.Unix(), 10)
 	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
@@ -59,11 +57,9 @@ func mac(secret, ts string, body []byte) []byte {
 	return h.Sum(nil)
 }
 
-// Verify checks a SignatureHeader value against body. The header is comma-separated k=v pairs:
-// exactly one t, one or more v1 (a sender rotating its secret signs with both), and any other
-// key (v0, a future scheme) ignored. The body is accepted when t is within tolerance of now in
-// either direction and one v1 is the HMAC of it under secret. Errors wrap ErrBadHeader, ErrTooOld
-// or ErrNoMatch.
+// Verify checks a SignatureHeader value against body: comma-separated k=v pairs, exactly one t,
+// one or more v1 (a sender rotating its secret signs with both), other keys ignored. The body is
+// accepted when t is within tolerance of now and one v1 is the HMAC of it under secret.
 func Verify(secret, header string, body []byte, now time.Time, tolerance time.Duration) error {
 	var ts string
 	var haveT bool
@@ -102,8 +98,7 @@ func Verify(secret, header string, body []byte, now time.Time, tolerance time.Du
 	want := mac(secret, ts, body)
 	for _, s := range sigs {
 		got, err := hex.DecodeString(s)
-		// A v1 that is not hex cannot match; it does not spoil the others (one may be from a
-		// scheme revision this code does not know).
+		// A v1 that is not hex cannot match; it does not spoil the others.
 		if err == nil && hmac.Equal(got, want) {
 			return nil
 		}
@@ -111,9 +106,8 @@ func Verify(secret, header string, body []byte, now time.Time, tolerance time.Du
 	return ErrNoMatch
 }
 
-// within reports whether |a-b| <= tol in whole seconds. The difference of two int64 is exact in
-// uint64 once the larger comes first, so a forged t near the int64 limits cannot overflow into
-// the window.
+// within reports whether |a-b| <= tol in whole seconds, computed in uint64 larger-first, so that a
+// forged t near the int64 limits cannot overflow into the window.
 func within(a, b int64, tol time.Duration) bool {
 	if tol < 0 {
 		return false

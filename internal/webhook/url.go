@@ -13,16 +13,14 @@ import (
 	"time"
 )
 
-// maxURLLength bounds an endpoint URL: longer ones are not real receivers, and the URL is stored
-// and logged with every delivery.
+// maxURLLength bounds an endpoint URL, which is stored and logged with every delivery.
 const maxURLLength = 2048
 
 // ErrURLRefused is wrapped by every error of Check and Control.
 var ErrURLRefused = errors.New("webhook URL refused")
 
-// refusal is an error of Check or Control. Its text is a short sentence for the client (the
-// field error of "url"); it matches ErrURLRefused and, when resolving failed, the resolver's
-// error with errors.Is, so a caller can still tell a DNS timeout from a bad URL.
+// refusal is an error of Check or Control: a sentence for the client. It matches ErrURLRefused
+// and any resolver error (errors.Is), so a caller can still tell a DNS timeout from a bad URL.
 type refusal struct {
 	reason string
 	cause  error
@@ -39,27 +37,19 @@ func (r *refusal) Unwrap() []error {
 
 func refuse(reason string) error { return &refusal{reason: reason} }
 
-// Policy decides which URLs webhooks may be delivered to (docs/contract.md §7): https only, and
-// never to loopback, private, link-local or other non-public addresses, which would let an API
-// client make this service send requests into its own network (SSRF).
+// Policy decides which URLs webhooks may be delivered to (docs/contract.md §7): https only, never
+// to a non-public address, which would let a client aim this service at its own network (SSRF).
 type Policy struct {
-	// AllowInsecure (PAYMENTS_WEBHOOK_ALLOW_INSECURE) allows http and any address, for
-	// receivers on a developer's machine.
-	AllowInsecure bool
-	// LoopbackOnly allows loopback receivers only, named by IP: the tests' (nothing else is ever
-	// a target of theirs, even by mistake, and no name is looked up). It is checked after the
-	// rules above, and again at connect time.
+	AllowInsecure bool // http and any address, for receivers on a developer's machine
+	// LoopbackOnly allows loopback receivers named by IP only (the tests': nothing else is ever a
+	// target, even by mistake, and no name is looked up), at Check and again at connect time.
 	LoopbackOnly bool
-	// Resolve returns the addresses of a host name; nil means net.DefaultResolver.LookupNetIP
-	// with network "ip". Tests set it so that they do no DNS lookup.
+	// Resolve returns the addresses of a host name (nil: net.DefaultResolver); tests avoid DNS.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
-// Check returns raw parsed if webhooks may be delivered to it. Its error is a sentence for the
-// client and wraps ErrURLRefused.
-//
-// A URL accepted here may still be refused at delivery: a name can resolve to another address
-// later (DNS rebinding), which Control catches when dialing.
+// Check returns raw parsed if webhooks may be delivered to it. A URL accepted here may still be
+// refused at delivery: a name can resolve elsewhere later (DNS rebinding), which Control catches.
 func (p Policy) Check(ctx context.Context, raw string) (*url.URL, error) {
 	if len(raw) > maxURLLength {
 		return nil, refuse("must be at most " + strconv.Itoa(maxURLLength) + " bytes")
@@ -141,9 +131,8 @@ func (p Policy) Check(ctx context.Context, raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// Prefixes that are neither loopback, private, link-local nor multicast by netip's tests but
-// are still no place for a webhook: shared, reserved, documentation and benchmarking ranges,
-// and IPv6 ranges that carry an IPv4 address or lead to one.
+// Prefixes netip's tests do not call loopback, private, link-local or multicast but that are no
+// place for a webhook, and IPv6 ranges that carry an IPv4 address or lead to one.
 var refusedPrefixes = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
 	netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT; 100.100.100.200 is a cloud metadata address
@@ -165,10 +154,9 @@ var (
 	sixToFour = netip.MustParsePrefix("2002::/16")    // bits 16..48 are the IPv4 address
 )
 
-// Allowed reports whether webhooks may connect to a: a public unicast address. An IPv6 address
-// that leads to an IPv4 one (IPv4-mapped, NAT64, 6to4) is judged by that IPv4 address, so that
-// ::ffff:127.0.0.1 or 64:ff9b::7f00:1 cannot reach loopback. Zoned addresses are refused: a zone
-// only means something for link-local addresses.
+// Allowed reports whether a is a public unicast address. An IPv6 address leading to an IPv4 one
+// (IPv4-mapped, NAT64, 6to4) is judged by that address, so ::ffff:127.0.0.1 cannot reach
+// loopback. Zoned addresses are refused: a zone only means something for link-local ones.
 func Allowed(a netip.Addr) bool {
 	if !a.IsValid() || a.Zone() != "" {
 		return false
@@ -194,10 +182,8 @@ func Allowed(a netip.Addr) bool {
 	return true
 }
 
-// Control is for net.Dialer.Control: it refuses a connection to an address that is not Allowed.
-// Check looked at what a name resolved to when the endpoint was created; this looks at what it
-// resolves to now, at delivery, which stops a name that has since been pointed at a private
-// address (DNS rebinding). It only reads address; it dials nothing.
+// Control is for net.Dialer.Control: it refuses an address that is not Allowed, at dial time,
+// which stops a name pointed at a private address since Check (DNS rebinding).
 func (p Policy) Control(network, address string, _ syscall.RawConn) error {
 	if p.AllowInsecure && !p.LoopbackOnly {
 		return nil
@@ -219,8 +205,7 @@ func (p Policy) Control(network, address string, _ syscall.RawConn) error {
 	return nil
 }
 
-// Client returns an HTTP client for deliveries whose connections go through Control, with every
-// phase bounded by timeout.
+// Client returns an HTTP client whose connections go through Control, every phase within timeout.
 func (p Policy) Client(timeout time.Duration) *http.Client {
 	dialer := &net.Dialer{Timeout: timeout, Control: p.Control}
 	transport := &http.Transport{
