@@ -1,6 +1,6 @@
 // Package chaos is the seeded chaos run (`payments chaos`, docs/reliability.md): the production
 // topology of `make run-cluster` on a PostgreSQL of its own, well-behaved clients sending a
-// seeded mix of transfers, refunds, payouts and duplicates, a seeded schedule of faults (processes
+// seeded mix of transfers, refunds, payouts, authorizations with their captures and voids, and duplicates, a seeded schedule of faults (processes
 // killed and paused, PostgreSQL cut off and crashed, Temporal services killed, the bank down or
 // slow), and, once the faults stop and the system drains, a checker that knows what must be
 // true: every final answer is what the ledger holds, one key has one answer, nothing moved twice,
@@ -216,13 +216,14 @@ func (s *system) heal(ctx context.Context) error {
 }
 
 // drain waits until nothing is pending: no transfer or refund pending, no payout processing, no
-// operation's workflow running.
+// authorization held, no operation's workflow running.
 func (w *workload) drain(ctx context.Context, s *system) error {
 	deadline := time.Now().Add(drainBound)
 	for {
 		var pending int
 		err := s.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM transfers WHERE status = 'pending')
-			+ (SELECT count(*) FROM payouts WHERE status = 'processing')`).Scan(&pending)
+			+ (SELECT count(*) FROM payouts WHERE status = 'processing')
+			+ (SELECT count(*) FROM authorizations WHERE status IN ('pending', 'authorized'))`).Scan(&pending)
 		running, rerr := runningWorkflows(ctx, s)
 		if err == nil && rerr == nil && pending == 0 && running == 0 {
 			return nil

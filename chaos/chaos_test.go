@@ -36,6 +36,11 @@ func TestShortChaosRun(t *testing.T) {
 	if len(r.Violations) > 0 {
 		t.Fatalf("%d violations (seed %d)", len(r.Violations), seed)
 	}
+	for _, kind := range []string{kindAuthorize, kindCapture, kindVoid} {
+		if r.Ops[kind] == 0 {
+			t.Fatalf("the run made no %s: %v", kind, r.Ops)
+		}
+	}
 	faults := 0
 	for _, n := range r.Faults {
 		faults += n

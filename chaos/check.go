@@ -118,6 +118,10 @@ func (c *checker) answer(ctx context.Context, o *op, first answer) {
 		c.refund(ctx, o, first)
 	case kindPayout:
 		c.payout(ctx, o, first)
+	case kindAuthorize:
+		c.authorization(ctx, o, first)
+	case kindCapture, kindVoid:
+		c.decision(ctx, o, first)
 	case kindEndpoint:
 		if first.Status != http.StatusCreated || first.field("id") == "" || first.field("secret") == "" {
 			c.add(o, "unexpected answer %s", first)
@@ -187,6 +191,59 @@ func (c *checker) payout(ctx context.Context, o *op, a answer) {
 	}
 }
 
+// authorization checks an authorization's answer against the ledger: held (201) or refused for
+// funds, of the amount and between the accounts asked, and ended after the drain.
+func (c *checker) authorization(ctx context.Context, o *op, a answer) {
+	id := a.field("id")
+	if a.Status == http.StatusUnprocessableEntity && a.field("type") == "/problems/insufficient-funds" {
+		id = a.field("authorization_id")
+	} else if a.Status != http.StatusCreated {
+		c.add(o, "unexpected answer %s", a)
+		return
+	}
+	var status, from, to string
+	var amount int64
+	if err := c.db.QueryRow(ctx, `SELECT status, amount_minor, from_account_id, to_account_id FROM authorizations WHERE id = $1`, id).
+		Scan(&status, &amount, &from, &to); err != nil {
+		c.add(o, "authorization %s answered %d is not in the ledger (%v)", id, a.Status, err)
+		return
+	}
+	switch {
+	case amount != o.Amount || from != o.From || to != o.To:
+		c.add(o, "authorization %s holds %d from %s for %s, the request asked %d from %s for %s", id, amount, from, to, o.Amount, o.From, o.To)
+	case a.Status == http.StatusUnprocessableEntity && status != "rejected":
+		c.add(o, "authorization %s refused for funds is %s", id, status)
+	case a.Status == http.StatusCreated && status != "captured" && status != "voided" && status != "expired":
+		c.add(o, "authorization %s is %s after the drain", id, status)
+	}
+}
+
+// decision checks a capture's or void's answer against the ledger: one that won (200) left the
+// authorization as it asked, with the capture's entries; one that lost (422) found it ended.
+func (c *checker) decision(ctx context.Context, o *op, a answer) {
+	var status string
+	var captured int64
+	var entries int
+	if err := c.db.QueryRow(ctx, `SELECT status, amount_captured_minor, (SELECT count(*) FROM entries WHERE transfer_id = a.id)
+		FROM authorizations a WHERE id = $1`, o.Target).Scan(&status, &captured, &entries); err != nil {
+		c.add(o, "authorization %s is not in the ledger (%v)", o.Target, err)
+		return
+	}
+	want := map[string]string{kindCapture: "captured", kindVoid: "voided"}[o.Kind]
+	switch {
+	case a.Status == http.StatusOK && status != want:
+		c.add(o, "a %s answered 200, but authorization %s is %s", o.Kind, o.Target, status)
+	case a.Status == http.StatusOK && o.Kind == kindCapture && (entries != 2 || (o.Amount != 0 && captured != o.Amount)):
+		c.add(o, "a capture of %d answered 200, but authorization %s captured %d with %d entries", o.Amount, o.Target, captured, entries)
+	case a.Status == http.StatusUnprocessableEntity && a.field("type") == "/problems/authorization-not-pending":
+		if status == "authorized" || status == "pending" || a.field("authorization_status") == "authorized" {
+			c.add(o, "refused as not pending, but authorization %s is %s", o.Target, status)
+		}
+	case a.Status != http.StatusOK:
+		c.add(o, "unexpected answer %s", a)
+	}
+}
+
 // posted checks that the transfer or refund id is in the ledger with status and n entries, of
 // the amount asked (a refund of "all that remains" may be any), between the accounts the
 // workload planned, in its currency.
@@ -231,6 +288,7 @@ func (c *checker) ledger(ctx context.Context) {
 		"transfers or refunds still pending": `SELECT count(*) FROM transfers WHERE status = 'pending'`,
 		"holds still open":                   `SELECT count(*) FROM holds WHERE status = 'open'`,
 		"payouts still processing":           `SELECT count(*) FROM payouts WHERE status = 'processing'`,
+		"authorizations still open":          `SELECT count(*) FROM authorizations WHERE status IN ('pending', 'authorized')`,
 		"claims without an answer":           `SELECT count(*) FROM idempotency_records WHERE status_code IS NULL`,
 	} {
 		var n int
@@ -244,7 +302,7 @@ func (c *checker) ledger(ctx context.Context) {
 	if err != nil {
 		c.add(nil, "listing running workflows: %v", err)
 	} else if running > 0 {
-		c.add(nil, "%d transfer, refund, payout or payin workflows still running after the drain", running)
+		c.add(nil, "%d transfer, refund, payout, payin or authorization workflows still running after the drain", running)
 	}
 }
 
@@ -252,7 +310,7 @@ func (c *checker) ledger(ctx context.Context) {
 // Schedules, which run for ever).
 func runningWorkflows(ctx context.Context, s *system) (int64, error) {
 	resp, err := s.temporal.Client().CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
-		Query: "ExecutionStatus = 'Running' AND WorkflowType IN ('Transfer', 'Payout', 'Payin')"})
+		Query: "ExecutionStatus = 'Running' AND WorkflowType IN ('Transfer', 'Payout', 'Payin', 'Authorization')"})
 	return resp.GetCount(), err
 }
 

@@ -106,6 +106,25 @@ var breaks = []struct {
 	{"transfer: unexpected answer", []string{"unexpected answer 400"}, func(_ context.Context, _ *testing.T, _ pgx.Tx, s *state) {
 		s.ops["transfer"].Answers[0] = answer{Status: 400, Body: `{"type":"/problems/invalid-request"}`}
 	}},
+	// Authorizations and their decisions.
+	{"authorization: amount mismatch", []string{"holds 100 from"}, func(_ context.Context, _ *testing.T, _ pgx.Tx, s *state) {
+		s.ops["authorization"].Amount = 101
+	}},
+	{"authorization: refused for funds, but held", []string{"refused for funds is voided"}, func(_ context.Context, _ *testing.T, _ pgx.Tx, s *state) {
+		voided, refused := s.ops["authorization-voided"], s.ops["authorization-refused"].Answers[0]
+		voided.Answers[0] = answer{Status: refused.Status,
+			Body: strings.ReplaceAll(refused.Body, refused.field("authorization_id"), voided.Answers[0].field("id"))}
+	}},
+	{"decision: a void that won, but captured", []string{"a void answered 200, but authorization"}, func(_ context.Context, _ *testing.T, _ pgx.Tx, s *state) {
+		s.ops["capture"].Kind = kindVoid
+	}},
+	{"decision: a capture of another amount", []string{"a capture of 41 answered 200"}, func(_ context.Context, _ *testing.T, _ pgx.Tx, s *state) {
+		s.ops["capture"].Amount = 41
+	}},
+	{"decision: refused as not pending while authorized", []string{"refused as not pending"}, func(_ context.Context, _ *testing.T, _ pgx.Tx, s *state) {
+		o := s.ops["void-late"]
+		o.Answers[0].Body = strings.Replace(o.Answers[0].Body, `"authorization_status":"captured"`, `"authorization_status":"authorized"`, 1)
+	}},
 	// Refunds.
 	{"refund: of another transfer", []string{"refunds " + "tr_"}, func(ctx context.Context, t *testing.T, tx pgx.Tx, s *state) {
 		execSQL(ctx, t, tx, `UPDATE transfers SET refund_of = $2 WHERE id = $1`, s.id("refund"), s.id("concurrent"))
@@ -188,7 +207,7 @@ var breaks = []struct {
 			t.Fatal(err)
 		}
 	}},
-	{"a run still open", []string{"2 transfer, refund, payout or payin workflows still running"}, func(_ context.Context, _ *testing.T, _ pgx.Tx, s *state) {
+	{"a run still open", []string{"2 transfer, refund, payout, payin or authorization workflows still running"}, func(_ context.Context, _ *testing.T, _ pgx.Tx, s *state) {
 		s.running = 2
 	}},
 	{"Temporal unreadable", []string{"listing running workflows: Temporal is down"}, func(_ context.Context, _ *testing.T, _ pgx.Tx, s *state) {
@@ -383,6 +402,55 @@ func (f *fixture) populate(ctx context.Context, t *testing.T, l *ledger.Ledger) 
 	payout := f.payout(ctx, t, l)
 	payout("payout", 0, acc(0, 0), 700, true)
 	payout("payout-refused", 0, acc(0, 1), 900_000, false)
+
+	authorize, decide := f.authorization(ctx, t, l), f.decision(ctx, t, l)
+	authorize("authorization", 4, acc(4, 0), acc(5, 1), 100)
+	decide("capture", "authorization", kindCapture, 40)
+	decide("void-late", "authorization", kindVoid, 0) // 422 authorization-not-pending
+	authorize("authorization-voided", 4, acc(4, 1), acc(5, 1), 60)
+	decide("void", "authorization-voided", kindVoid, 0)
+	authorize("authorization-refused", 4, acc(4, 1), acc(5, 1), 900_000)
+}
+
+// authorization holds an authorization's money as POST /v1/authorizations does.
+func (f *fixture) authorization(ctx context.Context, t *testing.T, l *ledger.Ledger) func(role string, owner int, from, to string, amount int64) {
+	return func(role string, owner int, from, to string, amount int64) {
+		o := f.add(role, &op{Kind: kindAuthorize, Ref: -1, Owner: owner, From: from, To: to, Amount: amount})
+		scope := idempotency.Scope{OwnerID: f.w.owners[owner].ID, Route: idempotency.RouteAuthorizations, Key: o.Key}
+		id := scope.AuthorizationID(0)
+		f.claim(ctx, t, scope, id)
+		if err := ledger.InsertAuthorization(ctx, f.db, ledger.Authorization{ID: id, FromAccountID: from, ToAccountID: to,
+			AmountMinor: amount, Currency: currency, ExpiresAt: time.Now().Add(time.Hour), WorkflowID: scope.WorkflowID()}); err != nil {
+			t.Fatal(err)
+		}
+		_, resp, err := l.Authorize(ctx, ledger.Decision{AuthorizationID: id, Action: ledger.ActionAuthorize, Scope: scope,
+			ReplayFor: config.Duration(idempotencyTTL)}, api.AuthorizationAnswer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Answers = []answer{{Status: resp.Status, Body: string(resp.Body)}}
+	}
+}
+
+// decision captures (amount, 0 for all) or voids the authorization of role of, as its payee's
+// POST …/capture or …/void does.
+func (f *fixture) decision(ctx context.Context, t *testing.T, l *ledger.Ledger) func(role, of, kind string, amount int64) {
+	return func(role, of, kind string, amount int64) {
+		au := f.ops[of]
+		o := f.add(role, &op{Kind: kind, Ref: au.N, Owner: f.w.ownerOf(au.To), From: au.From, To: au.To, Amount: amount, Target: f.id(of)})
+		route, action := idempotency.RouteCapture, ledger.ActionCapture
+		if kind == kindVoid {
+			route, action = idempotency.RouteVoid, ledger.ActionVoid
+		}
+		scope := idempotency.Scope{OwnerID: f.w.owners[o.Owner].ID, Route: route, Key: o.Key}
+		f.claim(ctx, t, scope, o.Target)
+		_, resp, err := l.Decide(ctx, ledger.Decision{AuthorizationID: o.Target, Action: action, AmountMinor: amount, Scope: scope,
+			ReplayFor: config.Duration(idempotencyTTL)}, api.AuthorizationAnswer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Answers = []answer{{Status: resp.Status, Body: string(resp.Body)}}
+	}
 }
 
 func (f *fixture) add(role string, o *op) *op {

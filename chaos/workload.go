@@ -22,10 +22,13 @@ import (
 
 // Kinds of operation, and how a duplicate is sent.
 const (
-	kindTransfer = "transfer"
-	kindRefund   = "refund"
-	kindPayout   = "payout"
-	kindEndpoint = "endpoint" // a webhook endpoint, created as the run is set up
+	kindTransfer  = "transfer"
+	kindRefund    = "refund"
+	kindPayout    = "payout"
+	kindEndpoint  = "endpoint" // a webhook endpoint, created as the run is set up
+	kindAuthorize = "authorization"
+	kindCapture   = "capture" // of an earlier authorization, by its payee
+	kindVoid      = "void"    // likewise
 
 	plain      = ""           // sent once, retried until a final answer
 	concurrent = "concurrent" // the same request from three clients at once
@@ -38,7 +41,7 @@ type op struct {
 	N       int
 	Kind    string
 	Variant string
-	Ref     int // the earlier operation a refund refunds, or again and reused repeat; -1 for none
+	Ref     int // the earlier operation a refund refunds, a capture or void decides, or again and reused repeat; -1 for none
 	Owner   int
 	Key     string
 	Body    string
@@ -49,8 +52,8 @@ type op struct {
 	done chan struct{} // closed once every sender has its final answer (or gave up)
 
 	mu          sync.Mutex
-	Path        string   // set when sent: a refund's names its transfer
-	Target      string   // a refund's transfer
+	Path        string   // set when sent: a refund's names its transfer, a decision's its authorization
+	Target      string   // a refund's transfer, a decision's authorization
 	Answers     []answer // the final answer of each sender
 	Attempts    int
 	LostAnswers int    // attempts that got no answer (the process died, paused or was cut off)
@@ -204,7 +207,7 @@ func (w *workload) draw(rng *rand.Rand, n int) *op {
 	o := &op{N: n, Ref: -1, Key: fmt.Sprintf("chaos-%d-%d", w.seed, n), done: make(chan struct{})}
 	switch p := rng.IntN(100); {
 	case p < 10:
-		if earlier := w.earlier(rng, n, kindTransfer, kindPayout); earlier != nil {
+		if earlier := w.earlier(rng, n, kindTransfer, kindPayout, kindAuthorize); earlier != nil {
 			// The same request again after its answer: a 201 or a 422 replayed.
 			o.Variant, o.Ref = again, earlier.N
 			o.Kind, o.Owner, o.Key, o.Body, o.Amount = earlier.Kind, earlier.Owner, earlier.Key, earlier.Body, earlier.Amount
@@ -235,9 +238,24 @@ func (w *workload) draw(rng *rand.Rand, n int) *op {
 			return o
 		}
 		fallthrough
-	case p < 40:
+	case p < 35:
 		o.Kind, o.Owner = kindPayout, rng.IntN(owners)
 		o.Amount = 1 + rng.Int64N(20_000)
+	case p < 45:
+		if a := w.earlier(rng, n, kindAuthorize); a != nil && p < 40 {
+			// The payee decides: a capture (all, or part) or a void, racing the expiry.
+			o.Kind, o.Ref, o.Owner, o.From, o.To = kindVoid, a.N, w.ownerOf(a.To), a.From, a.To
+			if rng.IntN(3) > 0 {
+				o.Kind = kindCapture
+				if rng.IntN(2) == 0 {
+					o.Amount = 1 + rng.Int64N(a.Amount)
+				}
+			}
+			o.Body = w.body(rng, o)
+			return o
+		}
+		o.Kind, o.Owner = kindAuthorize, rng.IntN(owners)
+		o.Amount = 1 + rng.Int64N(30_000)
 	default:
 		o.Kind, o.Owner = kindTransfer, rng.IntN(owners)
 		o.Amount = 1 + rng.Int64N(60_000) // now and then more than is left: insufficient-funds
@@ -281,6 +299,11 @@ func (w *workload) body(rng *rand.Rand, o *op) string {
 			return `{"description":"chaos"}`
 		}
 		return fmt.Sprintf(`{"amount_minor":%d}`, o.Amount)
+	case kindCapture, kindVoid:
+		if o.Amount == 0 {
+			return `{}`
+		}
+		return fmt.Sprintf(`{"amount_minor":%d}`, o.Amount)
 	case kindPayout:
 		// A number ending in 0002 fails at the bank, in 0003 is returned (docs/bank.md).
 		number := fmt.Sprintf("%012d", rng.Int64N(1_000_000_000_000))
@@ -300,6 +323,10 @@ func (w *workload) body(rng *rand.Rand, o *op) string {
 			to = other[rng.IntN(len(other))]
 		}
 		o.From, o.To = from, to
+		if o.Kind == kindAuthorize { // expiring within the run, before its drain, some before their payee decides
+			return fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":%d,"currency":"USD","expires_in":"%ds"}`,
+				from, to, o.Amount, 2+rng.IntN(20))
+		}
 		return fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":%d,"currency":"USD"}`, from, to, o.Amount)
 	}
 }
@@ -322,6 +349,9 @@ func (w *workload) run(ctx context.Context, o *op) {
 			// rejected one is transfer-not-refundable.
 			o.Target = cmp.Or(ref.Answers[0].field("id"), ref.Answers[0].field("transfer_id"))
 			o.Path = "/v1/transfers/" + o.Target + "/refunds"
+		case kindCapture, kindVoid:
+			o.Target = cmp.Or(ref.Answers[0].field("id"), ref.Answers[0].field("authorization_id"))
+			o.Path = "/v1/authorizations/" + o.Target + "/" + o.Kind
 		default:
 			o.Path = ref.path()
 		}
@@ -355,6 +385,8 @@ func (o *op) path() string {
 		return "/v1/payouts"
 	case kindEndpoint:
 		return "/v1/webhook-endpoints"
+	case kindAuthorize:
+		return "/v1/authorizations"
 	}
 	return "/v1/transfers"
 }

@@ -82,6 +82,7 @@ func TestMakeRun(t *testing.T) {
 		t.Errorf("the codec key under %s: %v, %v; want it kept, mode 0600", s.data, info, err)
 	}
 	t.Run("the UI decodes what Temporal holds sealed", func(t *testing.T) { uiDecodes(t, s) })
+	t.Run("the UI lists waiting authorizations by status, decoded", func(t *testing.T) { uiShowsWaiting(t, s) })
 	cancel()
 	select {
 	case err := <-done:
@@ -264,6 +265,64 @@ func uiDecodes(t *testing.T, s stack) {
 	testenv.WaitFor(t, "the payout's page in the Web UI showing the destination decoded", func() bool {
 		web.call(t, "POST", "/execute/sync", map[string]any{"script": "return document.body.innerText", "args": []any{}}, &text)
 		return strings.Contains(text, accountNumber)
+	})
+}
+
+// uiShowsWaiting holds money for bob and finds the authorization in the Web UI: listed under
+// AuthorizationStatus = "authorized", and its page showing its metadata, which only its sealed
+// input and memo hold, decoded through the codec server.
+func uiShowsWaiting(t *testing.T, s stack) {
+	web := openBrowser(t)
+	demo := readEnv(t, filepath.Join(s.data, demoEnv))
+	body := `{"from_account_id":"` + demo["ALICE_ACC"] + `","to_account_id":"` + demo["BOB_ACC"] +
+		`","amount_minor":300,"currency":"USD","expires_in":"1h","metadata":{"booking":"ui-room-12"}}`
+	req, _ := http.NewRequest("POST", "http://127.0.0.1:"+s.apiPort+"/v1/authorizations", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+demo["KEY"])
+	req.Header.Set("Idempotency-Key", "ui-waits")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var au struct {
+		ID         string `json:"id"`
+		WorkflowID string `json:"workflow_id"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err := json.Unmarshal(b, &au); err != nil || resp.StatusCode != http.StatusCreated || au.WorkflowID == "" {
+		t.Fatalf("POST /v1/authorizations: %d %s", resp.StatusCode, b)
+	}
+	list := fmt.Sprintf("http://127.0.0.1:%s/namespaces/default/workflows?query=%s", s.uiPort,
+		url.QueryEscape(`AuthorizationStatus="authorized"`))
+	web.call(t, "POST", "/url", map[string]any{"url": list}, nil)
+	var text string
+	loaded := time.Now()
+	testenv.WaitFor(t, "the authorization listed under AuthorizationStatus = authorized", func() bool {
+		web.call(t, "POST", "/execute/sync", map[string]any{"script": "return document.body.innerText", "args": []any{}}, &text)
+		if strings.Contains(text, au.WorkflowID) {
+			return true
+		}
+		if time.Since(loaded) > 3*time.Second { // visibility lags, and the list does not refresh itself
+			web.call(t, "POST", "/url", map[string]any{"url": list}, nil)
+			loaded = time.Now()
+		}
+		return false
+	})
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + s.temporalPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	desc, err := c.DescribeWorkflowExecution(context.Background(), au.WorkflowID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := fmt.Sprintf("http://127.0.0.1:%s/namespaces/default/workflows/%s/%s/history", s.uiPort, url.PathEscape(au.WorkflowID),
+		desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())
+	web.call(t, "POST", "/url", map[string]any{"url": page}, nil)
+	testenv.WaitFor(t, "the authorization's page showing its metadata decoded", func() bool {
+		web.call(t, "POST", "/execute/sync", map[string]any{"script": "return document.body.innerText", "args": []any{}}, &text)
+		return strings.Contains(text, "ui-room-12")
 	})
 }
 
