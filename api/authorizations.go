@@ -93,6 +93,9 @@ func (s *Server) decide(c echo.Context, req request.Decision, fp []byte, d ledge
 	if err != nil {
 		return notFound(err, "authorization")
 	}
+	if au.Status == ledger.AuthorizationPending { // not stored: the same request is to come again
+		return ledger.ErrNotHeld
+	}
 	if d.AmountMinor > au.AmountMinor {
 		p := problem.New(http.StatusUnprocessableEntity, "capture-exceeds-authorization",
 			fmt.Sprintf("authorization %s holds %d %s; a capture takes at most that", au.ID, au.AmountMinor, au.Currency))

@@ -97,6 +97,10 @@ func refusal(err error) *problem.Problem {
 	switch {
 	case errors.As(err, &badURL):
 		return problem.Invalid("the webhook URL cannot be used", problem.FieldError{Field: "url", Message: badURL.Reason.Error()})
+	case errors.Is(err, ledger.ErrNotHeld):
+		p = problem.New(http.StatusConflict, "authorization-pending",
+			"the authorization's money is not held yet; send the same request again in a moment")
+		p.RetryAfter = 1
 	case errors.Is(err, ledger.ErrTooManyEndpoints):
 		return problem.New(http.StatusUnprocessableEntity, "too-many-webhook-endpoints", fmt.Sprintf(
 			"you have %d webhook endpoints, as many as you may have; delete one first", ledger.MaxEndpoints))

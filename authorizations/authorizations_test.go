@@ -206,6 +206,11 @@ func TestAuthorizationWithoutFundsIsRefused(t *testing.T) {
 		t.Fatalf("the refused authorization reads %v", au)
 	}
 	wantMoney(t, "the payer", p.from, 100, 100)
+	// Its payee's capture is refused as for any authorization that has ended, and reconciles.
+	late := env.Do(t, "POST", capturePath(body["authorization_id"].(string)), p.bob, "of-refused", "")
+	if late.Status != http.StatusUnprocessableEntity || late.JSON(t)["authorization_status"] != "rejected" {
+		t.Fatalf("capture of a refused authorization: %d %s", late.Status, late.Body)
+	}
 	// Bad requests change nothing and are not stored.
 	for _, bad := range []string{
 		authorizationBody(p.from, p.to, 10, `,"expires_in":"0.5s"`),
@@ -437,5 +442,51 @@ func TestRecordHistories(t *testing.T) {
 	for _, path := range []string{"captured", "voided", "expired", "refused", "asked"} {
 		env.Settled(t, wf("rec-"+path))
 		env.RecordHistory(t, testenv.AuthorizationHistory, path, wf("rec-"+path), "")
+	}
+}
+
+// A capture at or after expires_at, when the run has not expired the authorization yet (its
+// expiry waits for a worker, or for PostgreSQL), expires it instead and is refused: the hold is
+// released at expires_at, whoever asks first.
+func TestACaptureAfterTheExpiryExpiresIt(t *testing.T) {
+	p := newParties(t, 400)
+	au := p.authorize(t, env, "overdue", 400, `,"expires_in":"1h"`)
+	id := au["id"].(string)
+	// Its time has come in the ledger; its run's timer is an hour away.
+	if _, err := env.DB.Exec(t.Context(), `UPDATE authorizations SET expires_at = now() - interval '1 second' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	r := env.Do(t, "POST", capturePath(id), p.bob, "overdue-capture", `{"amount_minor":400}`)
+	if r.Status != http.StatusUnprocessableEntity || r.JSON(t)["authorization_status"] != "expired" {
+		t.Fatalf("capture after expires_at: %d %s", r.Status, r.Body)
+	}
+	wantMoney(t, "the payer", p.from, 400, 400)
+	wantMoney(t, "the payee", p.to, 0, 0)
+	if env.Settled(t, au["workflow_id"].(string)) != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatal("the run did not end with the expiry")
+	}
+	env.Reconcile(t)
+}
+
+// A capture of an authorization whose money is not held yet (claimed, its run not started or
+// still holding) is 409 authorization-pending with Retry-After, and not stored: the same key
+// works once it is held.
+func TestACaptureBeforeTheHoldIsToComeAgain(t *testing.T) {
+	p := newParties(t, 400)
+	id := "au_claimedonly" + fmt.Sprint(time.Now().UnixNano())
+	if _, err := env.DB.Exec(t.Context(), `INSERT INTO authorizations (id, status, from_account_id, to_account_id, amount_minor,
+		currency, expires_at, workflow_id) VALUES ($1, 'pending', $2, $3, 100, 'USD', now() + interval '1 hour', 'authorization/x/y')`,
+		id, p.from, p.to); err != nil {
+		t.Fatal(err)
+	}
+	r := env.Do(t, "POST", capturePath(id), p.bob, "too-soon", "")
+	if r.Status != http.StatusConflict || r.JSON(t)["type"] != "/problems/authorization-pending" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("capture before the hold: %d %s", r.Status, r.Body)
+	}
+	if n := env.Count(t, `SELECT count(*) FROM idempotency_records WHERE key = 'too-soon'`); n != 0 {
+		t.Fatalf("%d records stored for a capture that is to come again", n)
+	}
+	if _, err := env.DB.Exec(t.Context(), `DELETE FROM authorizations WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -79,25 +79,40 @@ func Authorization(ctx workflow.Context, in AuthorizationInput) (AuthorizationOu
 	var first *idempotency.Response
 	answerUpdates(ctx, in.AuthorizationID, ErrTypeOtherAuthorization, &first)
 	out := AuthorizationOutcome{AuthorizationID: in.AuthorizationID}
+	decide := func(ctx workflow.Context, d ledger.Decision) (activities.Decided, error) {
+		ctx = workflow.WithActivityOptions(ctx, decisionOptions(in.RetryFor))
+		var got activities.Decided
+		err := workflow.ExecuteActivity(ctx, a.DecideAuthorization, d).Get(ctx, &got)
+		if err == nil && got.Status.Ended() && !out.Status.Ended() {
+			out.Status = got.Status
+			setAuthorizationStatus(ctx, got.Status)
+		}
+		return got, err
+	}
+	// Version 1: decisions are taken from the start, so that one arriving while the money is
+	// being held waits for the hold (an Update the run has no handler for yet is refused). Runs
+	// before it took them once the money was held, and only if it was.
+	held := func() bool { return first != nil }
+	early := workflow.GetVersion(ctx, "decisions-from-start", workflow.DefaultVersion, 1) == 1
+	if early {
+		if err := takeDecisions(ctx, in, held, decide); err != nil {
+			return out, err
+		}
+	}
 	ledgerCtx := workflow.WithLocalActivityOptions(ctx, ledgerOptions(in.RetryFor))
-	var held activities.Decided
-	if err := workflow.ExecuteLocalActivity(ledgerCtx, a.HoldAuthorization, in.Decision).Get(ledgerCtx, &held); err != nil {
+	var hold activities.Decided
+	if err := workflow.ExecuteLocalActivity(ledgerCtx, a.HoldAuthorization, in.Decision).Get(ledgerCtx, &hold); err != nil {
 		return out, err
 	}
-	first, out.Status, out.FirstAnswer = &held.Response, held.Status, held.Response
-	setAuthorizationStatus(ctx, held.Status)
-	if held.Status == ledger.AuthorizationAuthorized {
-		decide := func(ctx workflow.Context, d ledger.Decision) (activities.Decided, error) {
-			ctx = workflow.WithActivityOptions(ctx, decisionOptions(in.RetryFor))
-			var got activities.Decided
-			err := workflow.ExecuteActivity(ctx, a.DecideAuthorization, d).Get(ctx, &got)
-			if err == nil && got.Status.Ended() && !out.Status.Ended() {
-				out.Status = got.Status
-				setAuthorizationStatus(ctx, got.Status)
+	first, out.Status, out.FirstAnswer = &hold.Response, hold.Status, hold.Response
+	setAuthorizationStatus(ctx, hold.Status)
+	if hold.Status == ledger.AuthorizationAuthorized {
+		if !early {
+			if err := takeDecisions(ctx, in, held, decide); err != nil {
+				return out, err
 			}
-			return got, err
 		}
-		if err := awaitDecision(ctx, in, &out, decide); err != nil {
+		if err := awaitExpiry(ctx, in, &out, decide); err != nil {
 			return out, err
 		}
 	}
@@ -106,11 +121,15 @@ func Authorization(ctx workflow.Context, in AuthorizationInput) (AuthorizationOu
 	return out, nil
 }
 
-// awaitDecision takes captures and voids (DecideUpdate) until one ends the authorization or its
-// timer fires; then it expires it, unless a decision has won (the ledger says which).
-func awaitDecision(ctx workflow.Context, in AuthorizationInput, out *AuthorizationOutcome,
+// takeDecisions registers DecideUpdate: each capture or void, once held says the money is held
+// (or refused), is decided by the ledger (decide), which answers those that lost or came after
+// the end.
+func takeDecisions(ctx workflow.Context, in AuthorizationInput, held func() bool,
 	decide func(workflow.Context, ledger.Decision) (activities.Decided, error)) error {
 	handler := func(ctx workflow.Context, d ledger.Decision) (idempotency.Response, error) {
+		if err := workflow.Await(ctx, held); err != nil {
+			return idempotency.Response{}, err
+		}
 		got, err := decide(ctx, d)
 		return got.Response, err
 	}
@@ -124,9 +143,13 @@ func awaitDecision(ctx workflow.Context, in AuthorizationInput, out *Authorizati
 		}
 		return nil
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, DecideUpdate, handler, workflow.UpdateHandlerOptions{Validator: validator}); err != nil {
-		return err
-	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, DecideUpdate, handler, workflow.UpdateHandlerOptions{Validator: validator})
+}
+
+// awaitExpiry waits until a decision ends the authorization or its timer fires; then it expires
+// it, unless a decision has won (the ledger says which).
+func awaitExpiry(ctx workflow.Context, in AuthorizationInput, out *AuthorizationOutcome,
+	decide func(workflow.Context, ledger.Decision) (activities.Decided, error)) error {
 	ended := func() bool { return out.Status.Ended() }
 	if wait := in.ExpiresAt.Sub(workflow.Now(ctx)); wait > 0 {
 		if decided, err := workflow.AwaitWithTimeout(ctx, wait, ended); err != nil || decided {

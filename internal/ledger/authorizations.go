@@ -38,6 +38,10 @@ type Authorization struct {
 // it, replayed byte for byte. won is false for a decision that came too late.
 type AuthorizationAnswer func(a Authorization, d Action, won bool) idempotency.Response
 
+// ErrNotHeld is a capture or void of an authorization whose money is not held yet: its run has
+// not held it (starting, or not started yet). Nothing is decided or stored; ask again.
+var ErrNotHeld = errors.New("the authorization's money is not held yet")
+
 // Action is what is done to an authorization: held (Authorize), or ended by a decision.
 type Action string
 
@@ -150,13 +154,29 @@ func (l *Ledger) Authorize(ctx context.Context, d Decision, answer Authorization
 // under the authorization's lock wins; the others find it ended and lose (won false). A
 // decision's answer is stored under its scope with it, so the same decision asked again (a
 // retried activity, an Update re-sent, a request replayed) returns what it was answered first.
+//
+// A capture or void of one whose money is not held yet (pending) is ErrNotHeld, and nothing is
+// stored: it is not an answer, the same request is to be sent again. One that comes at or after
+// expires_at, when the run's expiry has not ended it yet (no worker, PostgreSQL away), expires
+// it and loses: the hold is released at expires_at, whoever asks first.
 func (l *Ledger) Decide(ctx context.Context, d Decision, answer AuthorizationAnswer) (Authorization, idempotency.Response, error) {
 	return l.decide(ctx, d, answer, func(tx pgx.Tx, a Authorization) (Authorization, bool, error) {
+		if a.Status == AuthorizationPending && d.Action != ActionExpire {
+			return a, false, ErrNotHeld
+		}
 		if a.Status != AuthorizationAuthorized {
 			return a, false, nil
 		}
+		var due bool
+		if err := tx.QueryRow(ctx, `SELECT now() >= $1`, a.ExpiresAt).Scan(&due); err != nil {
+			return a, false, err
+		}
+		action := d.Action
+		if due {
+			action = ActionExpire
+		}
 		var err error
-		switch d.Action {
+		switch action {
 		case ActionCapture:
 			amount := d.AmountMinor
 			if amount == 0 {
@@ -176,14 +196,14 @@ func (l *Ledger) Decide(ctx context.Context, d Decision, answer AuthorizationAns
 				return a, false, err
 			}
 			status, at := AuthorizationVoided, "voided_at"
-			if d.Action == ActionExpire {
+			if action == ActionExpire {
 				status, at = AuthorizationExpired, "expired_at"
 			}
 			a, err = endAuthorization(ctx, tx, a.ID, status, at, 0)
 		default:
 			return a, false, fmt.Errorf("%w: no such decision %q", ErrInvalidPosting, d.Action)
 		}
-		return a, err == nil, err
+		return a, err == nil && action == d.Action, err
 	})
 }
 
@@ -196,8 +216,11 @@ func (l *Ledger) decide(ctx context.Context, d Decision, answer AuthorizationAns
 		if a, err = lockAuthorization(ctx, tx, d.AuthorizationID); err != nil {
 			return err
 		}
-		stored := d.Key != ""
-		if stored {
+		// The answer is stored only under a claim of this authorization still waiting for it: a
+		// record that expired and was deleted, or that a later use of the key took, keeps what
+		// it holds (a re-run or a Reset of an old run must not answer for another operation).
+		store := false
+		if d.Key != "" {
 			rec, found, err := idempotency.Lookup(ctx, tx, d.Scope)
 			if err != nil {
 				return err
@@ -206,6 +229,7 @@ func (l *Ledger) decide(ctx context.Context, d Decision, answer AuthorizationAns
 				resp = *rec.Response
 				return nil
 			}
+			store = found && rec.ResourceID == a.ID
 		}
 		before := a.Status
 		var won bool
@@ -216,7 +240,7 @@ func (l *Ledger) decide(ctx context.Context, d Decision, answer AuthorizationAns
 			o.authorization(a)
 		}
 		resp = answer(a, d.Action, won)
-		if !stored {
+		if !store {
 			return nil
 		}
 		return idempotency.Complete(ctx, tx, d.Scope, resp, time.Duration(d.ReplayFor))

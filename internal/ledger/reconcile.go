@@ -599,7 +599,9 @@ var authorizationRoutes = []string{idempotency.RouteAuthorizations, idempotency.
 // pending or rejected; a capture's posting missing, of another amount than the one captured, or
 // present without a capture; a capture posting of no authorization; and a stored answer that says
 // otherwise (201 for one never held, 422 insufficient-funds for one held, 200 to a capture or a
-// void that did not win, 422 authorization-not-pending for one still authorized).
+// void that did not win or of another amount than the one captured, two decisions of one
+// authorization that both answered 200, 422 authorization-not-pending for one still authorized,
+// any answer about an authorization that does not exist).
 func authorizationsEndOnce(ctx context.Context, q database.Querier) ([]string, error) {
 	return lines(ctx, q, `
 		SELECT format('authorization %s (%s): hold %s', a.id, a.status, COALESCE(h.status, 'none'))
@@ -626,10 +628,17 @@ func authorizationsEndOnce(ctx context.Context, q database.Querier) ([]string, e
 		SELECT format('%s %s of %s answers %s, but %s is %s', r.route, r.key, r.owner_id, r.status_code, r.resource_id,
 			COALESCE(a.status, 'missing'))
 		FROM idempotency_records r LEFT JOIN authorizations a ON a.id = r.resource_id
-		WHERE r.status_code IS NOT NULL AND r.route = ANY($1) AND NOT CASE
+		WHERE r.status_code IS NOT NULL AND r.route = ANY($1) AND NOT COALESCE(CASE
 			WHEN r.route = $2 AND r.status_code = 201 THEN a.status IN ('authorized', 'captured', 'voided', 'expired')
 			WHEN r.route = $2 AND r.status_code = 422 THEN a.status = 'rejected'
-			WHEN r.status_code = 200 THEN a.status = CASE r.route WHEN $3 THEN 'captured' ELSE 'voided' END
-			WHEN r.status_code = 422 THEN a.status IN ('captured', 'voided', 'expired')
-			ELSE false END`, authorizationRoutes, idempotency.RouteAuthorizations, idempotency.RouteCapture)
+			WHEN r.status_code = 200 AND r.route = $3 THEN a.status = 'captured'
+				AND (convert_from(r.body, 'UTF8')::jsonb->>'amount_captured_minor')::bigint = a.amount_captured_minor
+			WHEN r.status_code = 200 THEN a.status = 'voided'
+			WHEN r.status_code = 422 THEN a.status IN ('captured', 'voided', 'expired', 'rejected')
+			ELSE false END, false)
+		UNION ALL
+		SELECT format('authorization %s: %s decisions answered 200', r.resource_id, count(*))
+		FROM idempotency_records r WHERE r.route = ANY($4) AND r.status_code = 200
+		GROUP BY r.resource_id HAVING count(*) > 1`, authorizationRoutes, idempotency.RouteAuthorizations, idempotency.RouteCapture,
+		[]string{idempotency.RouteCapture, idempotency.RouteVoid})
 }

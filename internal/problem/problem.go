@@ -65,6 +65,7 @@ var titles = map[string]string{
 	"too-many-webhook-endpoints":    "Too many webhook endpoints",
 	"authorization-failed":          "The authorization failed",
 	"authorization-not-pending":     "The authorization is no longer pending",
+	"authorization-pending":         "The authorization's money is not held yet",
 	"capture-exceeds-authorization": "The capture exceeds the authorized amount",
 	"method-not-allowed":            "Method not allowed",
 	"internal-error":                "Internal error",
