@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -99,7 +98,7 @@ func TestRefundsGiveMoneyBackOnce(t *testing.T) {
 		if got.Status != http.StatusOK || got.JSON(t)["status"] != "completed" {
 			t.Fatalf("GET refund: %d %s", got.Status, got.Body)
 		}
-		if !hasEvent(t, key, "refund.completed", id) {
+		if !env.HasEvent(t, key, "refund.completed", id) {
 			t.Fatalf("no refund.completed event of %s in the feed", id)
 		}
 	}
@@ -111,30 +110,6 @@ func TestRefundsGiveMoneyBackOnce(t *testing.T) {
 		t.Fatalf("a stranger reading the refund: %d", r.Status)
 	}
 	env.Reconcile(t)
-}
-
-// hasEvent reports whether key's feed holds an event of typ about object.
-func hasEvent(t *testing.T, key, typ, object string) bool {
-	t.Helper()
-	r := env.Do(t, "GET", "/v1/events?limit=200&type="+typ, key, "", "")
-	var page struct {
-		Data []struct {
-			Data struct {
-				Object struct {
-					ID string `json:"id"`
-				} `json:"object"`
-			} `json:"data"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(r.Body, &page); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range page.Data {
-		if e.Data.Object.ID == object {
-			return true
-		}
-	}
-	return false
 }
 
 // Fifty refunds race for the last 100 units of a transfer, all at once: exactly as many complete

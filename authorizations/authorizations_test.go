@@ -146,7 +146,7 @@ func TestPartialCaptureMovesThatAndReleasesTheRest(t *testing.T) {
 				t.Fatalf("GET: %d %s", r.Status, r.Body)
 			}
 			for _, typ := range []string{"authorization.created", "authorization.captured"} {
-				if !hasEvent(t, key, typ, id) {
+				if !env.HasEvent(t, key, typ, id) {
 					t.Fatalf("no %s event of %s in the feed", typ, id)
 				}
 			}
@@ -182,7 +182,7 @@ func TestVoidReleases(t *testing.T) {
 	if late.Status != http.StatusUnprocessableEntity || late.JSON(t)["authorization_status"] != "voided" {
 		t.Fatalf("capture after the void: %d %s", late.Status, late.Body)
 	}
-	if !hasEvent(t, p.alice, "authorization.voided", id) {
+	if !env.HasEvent(t, p.alice, "authorization.voided", id) {
 		t.Fatal("no authorization.voided event")
 	}
 	env.Reconcile(t)
@@ -265,7 +265,7 @@ func TestExpiryReleasesAndALaterCaptureIsRefused(t *testing.T) {
 			Query: fmt.Sprintf("WorkflowId = '%s' AND AuthorizationStatus = 'expired'", workflowID)})
 		return err == nil && len(resp.GetExecutions()) == 1
 	})
-	if !hasEvent(t, p.bob, "authorization.expired", id) {
+	if !env.HasEvent(t, p.bob, "authorization.expired", id) {
 		t.Fatal("no authorization.expired event")
 	}
 	env.Reconcile(t)
@@ -390,28 +390,6 @@ func TestAuthorizationsAreListed(t *testing.T) {
 	if r := env.Do(t, "GET", "/v1/authorizations?status=held", p.alice, "", ""); r.Status != http.StatusBadRequest {
 		t.Fatalf("an unknown status: %d", r.Status)
 	}
-}
-
-// hasEvent reports whether key's feed holds an event of typ about object.
-func hasEvent(t *testing.T, key, typ, object string) bool {
-	t.Helper()
-	r := env.Do(t, "GET", "/v1/events?limit=200&type="+typ, key, "", "")
-	var page struct {
-		Data []struct {
-			Data struct {
-				Object struct{ ID string } `json:"object"`
-			} `json:"data"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(r.Body, &page); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range page.Data {
-		if e.Data.Object.ID == object {
-			return true
-		}
-	}
-	return false
 }
 
 // TestRecordHistories writes a real history of every path of the Authorization workflow

@@ -19,15 +19,20 @@ var authorizationInput = AuthorizationInput{
 	WorkflowID: "authorization/own_1/k", FromAccountID: "acc_a", ToAccountID: "acc_b", AmountMinor: 500, Currency: "USD",
 }
 
-func newAuthorizationEnv() (*testsuite.TestWorkflowEnvironment, AuthorizationInput) {
+// newAuthorizationEnv runs an authorization expiring in an hour whose hold ends as held says
+// (by default, authorized with a 201).
+func newAuthorizationEnv(held ...activities.Decided) (*testsuite.TestWorkflowEnvironment, AuthorizationInput) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflow(Authorization)
 	env.RegisterActivity(a)
 	in := authorizationInput
 	in.ExpiresAt = env.Now().Add(time.Hour)
-	env.OnActivity(a.HoldAuthorization, mock.Anything, in.Decision).Return(
-		activities.Decided{Status: ledger.AuthorizationAuthorized, Response: idempotency.Response{Status: 201}}, nil).Once()
+	hold := activities.Decided{Status: ledger.AuthorizationAuthorized, Response: idempotency.Response{Status: 201}}
+	if len(held) > 0 {
+		hold = held[0]
+	}
+	env.OnActivity(a.HoldAuthorization, mock.Anything, in.Decision).Return(hold, nil).Once()
 	return env, in
 }
 
@@ -116,14 +121,7 @@ func TestAuthorizationDecisionThatLostKeepsWaiting(t *testing.T) {
 
 // An authorization refused for insufficient funds ends at once.
 func TestAuthorizationRefusedEndsAtOnce(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	env.RegisterWorkflow(Authorization)
-	env.RegisterActivity(a)
-	in := authorizationInput
-	in.ExpiresAt = env.Now().Add(time.Hour)
-	env.OnActivity(a.HoldAuthorization, mock.Anything, in.Decision).Return(
-		activities.Decided{Status: ledger.AuthorizationRejected, Response: idempotency.Response{Status: 422}}, nil).Once()
+	env, in := newAuthorizationEnv(activities.Decided{Status: ledger.AuthorizationRejected, Response: idempotency.Response{Status: 422}})
 	env.ExecuteWorkflow(Authorization, in)
 	var out AuthorizationOutcome
 	if err := env.GetWorkflowResult(&out); err != nil || out.Status != ledger.AuthorizationRejected || env.Now().After(in.ExpiresAt) {

@@ -141,3 +141,28 @@ func Pair(rng *rand.Rand, n int) (int, int) {
 	}
 	return a, b
 }
+
+// HasEvent reports whether apiKey's events feed holds an event of typ about object (among the
+// newest 200 of that type).
+func (e *Env) HasEvent(t testing.TB, apiKey, typ, object string) bool {
+	t.Helper()
+	r := e.Do(t, "GET", "/v1/events?limit=200&type="+typ, apiKey, "", "")
+	var page struct {
+		Data []struct {
+			Data struct {
+				Object struct {
+					ID string `json:"id"`
+				} `json:"object"`
+			} `json:"data"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(r.Body, &page); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range page.Data {
+		if ev.Data.Object.ID == object {
+			return true
+		}
+	}
+	return false
+}
