@@ -22,7 +22,7 @@ type Decided struct {
 func (a *Activities) HoldAuthorization(ctx context.Context, d ledger.Decision) (Decided, error) {
 	au, resp, err := a.Ledger.Authorize(ctx, d, a.AuthorizationAnswer)
 	if err != nil {
-		return Decided{}, a.retried(ctx, "holding", d, err)
+		return Decided{}, retried(ctx, "holding", d, err)
 	}
 	activity.GetLogger(ctx).Info("authorization held", "authorization_id", d.AuthorizationID, "status", au.Status)
 	if a.OnAnswer != nil {
@@ -36,7 +36,7 @@ func (a *Activities) HoldAuthorization(ctx context.Context, d ledger.Decision) (
 func (a *Activities) DecideAuthorization(ctx context.Context, d ledger.Decision) (Decided, error) {
 	au, resp, err := a.Ledger.Decide(ctx, d, a.AuthorizationAnswer)
 	if err != nil {
-		return Decided{}, a.retried(ctx, string(d.Action), d, err)
+		return Decided{}, retried(ctx, string(d.Action), d, err)
 	}
 	activity.GetLogger(ctx).Info("authorization decided", "authorization_id", d.AuthorizationID, "action", d.Action, "status", au.Status)
 	return Decided{Status: au.Status, Response: resp}, nil
@@ -44,7 +44,7 @@ func (a *Activities) DecideAuthorization(ctx context.Context, d ledger.Decision)
 
 // retried logs a step of d that failed and will be retried, and returns err as the retry policy
 // should see it.
-func (a *Activities) retried(ctx context.Context, step string, d ledger.Decision, err error) error {
+func retried(ctx context.Context, step string, d ledger.Decision, err error) error {
 	if err = final(err); !errors.Is(err, ledger.ErrInvalidPosting) {
 		activity.GetLogger(ctx).Warn(step+" failed; retrying", "authorization_id", d.AuthorizationID, "err", err)
 	}

@@ -37,13 +37,9 @@ func (s *Server) createAuthorization(c echo.Context) error {
 		ExpiresIn: expiresIn, Description: req.Description, Metadata: req.Metadata,
 	})
 	logOperation(c, answer.WorkflowID, operation.KindAuthorization, answer.ID)
-	if err != nil {
-		return err
-	}
-	if answer.Pending != nil {
-		return respond(c, authorizationResponse(http.StatusAccepted, *answer.Pending), false)
-	}
-	return respond(c, answer.Response, answer.Replayed)
+	return respondSubmitted(c, answer, err, func(au ledger.Authorization) idempotency.Response {
+		return authorizationResponse(http.StatusAccepted, au)
+	})
 }
 
 // captureAuthorization moves what the payee takes of an authorization (all of it by default)

@@ -131,6 +131,18 @@ func (s *Server) submit(c echo.Context, r transfers.Request) (transfers.Answer, 
 	return answer, err
 }
 
+// respondSubmitted answers a submission: with its error, with the operation as it stands when it
+// is still running (a 202 that pending makes, not stored), or with its answer as stored.
+func respondSubmitted[P any](c echo.Context, answer operation.Answer[P], err error, pending func(P) idempotency.Response) error {
+	if err != nil {
+		return err
+	}
+	if answer.Pending != nil {
+		return respond(c, pending(*answer.Pending), false)
+	}
+	return respond(c, answer.Response, answer.Replayed)
+}
+
 // respond writes a stored or fresh answer exactly as it is stored.
 func respond(c echo.Context, r idempotency.Response, replayed bool) error {
 	h := c.Response().Header()

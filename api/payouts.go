@@ -43,13 +43,7 @@ func (s *Server) createPayout(c echo.Context) error {
 		Destination: bank.Destination(req.Destination), Description: req.Description, Metadata: req.Metadata,
 	})
 	logOperation(c, answer.WorkflowID, operation.KindPayout, answer.ID)
-	if err != nil {
-		return err
-	}
-	if answer.Pending != nil {
-		return respond(c, payoutResponse(http.StatusAccepted, *answer.Pending), false)
-	}
-	return respond(c, answer.Response, answer.Replayed)
+	return respondSubmitted(c, answer, err, func(po ledger.Payout) idempotency.Response { return payoutResponse(http.StatusAccepted, po) })
 }
 
 func (s *Server) getPayout(c echo.Context) error {

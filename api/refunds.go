@@ -39,13 +39,7 @@ func (s *Server) createRefund(c echo.Context) error {
 		Currency: t.Currency, Description: req.Description, Metadata: req.Metadata, RefundOf: t.ID,
 		RefundRemaining: req.AmountMinor == nil,
 	})
-	if err != nil {
-		return err
-	}
-	if answer.Pending != nil {
-		return respond(c, pendingAnswer(*answer.Pending), false)
-	}
-	return respond(c, answer.Response, answer.Replayed)
+	return respondSubmitted(c, answer, err, pendingAnswer)
 }
 
 func (s *Server) getRefund(c echo.Context) error {
