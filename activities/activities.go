@@ -24,6 +24,8 @@ type Activities struct {
 	PayoutAnswer ledger.PayoutAnswer
 	// AuthorizationAnswer makes the answers of an authorization and of its decisions.
 	AuthorizationAnswer ledger.AuthorizationAnswer
+	// ApprovalAnswer makes the answers of the decisions on payouts waiting for approval.
+	ApprovalAnswer ledger.ApprovalAnswer
 	// Bank is the bank payouts are sent through.
 	Bank bank.Rail
 	// OnAnswer hears of each answer that commits here (a transfer posted, a payout's funds

@@ -22,7 +22,7 @@ type Decided struct {
 func (a *Activities) HoldAuthorization(ctx context.Context, d ledger.Decision) (Decided, error) {
 	au, resp, err := a.Ledger.Authorize(ctx, d, a.AuthorizationAnswer)
 	if err != nil {
-		return Decided{}, retried(ctx, "holding", d, err)
+		return Decided{}, retried(ctx, "holding", "authorization_id", d.AuthorizationID, err)
 	}
 	activity.GetLogger(ctx).Info("authorization held", "authorization_id", d.AuthorizationID, "status", au.Status)
 	if a.OnAnswer != nil {
@@ -36,17 +36,17 @@ func (a *Activities) HoldAuthorization(ctx context.Context, d ledger.Decision) (
 func (a *Activities) DecideAuthorization(ctx context.Context, d ledger.Decision) (Decided, error) {
 	au, resp, err := a.Ledger.Decide(ctx, d, a.AuthorizationAnswer)
 	if err != nil {
-		return Decided{}, retried(ctx, string(d.Action), d, err)
+		return Decided{}, retried(ctx, string(d.Action), "authorization_id", d.AuthorizationID, err)
 	}
 	activity.GetLogger(ctx).Info("authorization decided", "authorization_id", d.AuthorizationID, "action", d.Action, "status", au.Status)
 	return Decided{Status: au.Status, Response: resp}, nil
 }
 
-// retried logs a step of d that failed and will be retried, and returns err as the retry policy
-// should see it.
-func retried(ctx context.Context, step string, d ledger.Decision, err error) error {
+// retried logs a step that failed and will be retried (of the operation idKey names), and
+// returns err as the retry policy should see it.
+func retried(ctx context.Context, step, idKey, id string, err error) error {
 	if err = final(err); !errors.Is(err, ledger.ErrInvalidPosting) {
-		activity.GetLogger(ctx).Warn(step+" failed; retrying", "authorization_id", d.AuthorizationID, "err", err)
+		activity.GetLogger(ctx).Warn(step+" failed; retrying", idKey, id, "err", err)
 	}
 	return err
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/payments/payments/internal/ledger"
 )
 
-// Held is what holding a payout's money ended with: processing (held), or failed (not enough
-// available), the first answer stored for it, and the bank's payment of it if an earlier run
+// Held is what holding a payout's money ended with: processing or pending_approval (held), or
+// failed (not enough available), the first answer stored for it, and the bank's payment of it if an earlier run
 // recorded one (a run again knows its payment without asking the bank).
 type Held struct {
 	Status        ledger.PayoutStatus
@@ -44,10 +44,7 @@ const (
 func (a *Activities) HoldPayout(ctx context.Context, h ledger.PayoutHold) (Held, error) {
 	po, resp, err := a.Ledger.PlaceHold(ctx, h, a.PayoutAnswer)
 	if err != nil {
-		if err = final(err); !errors.Is(err, ledger.ErrInvalidPosting) {
-			activity.GetLogger(ctx).Warn("holding failed; retrying", "payout_id", h.PayoutID, "err", err)
-		}
-		return Held{}, err
+		return Held{}, retried(ctx, "holding", "payout_id", h.PayoutID, err)
 	}
 	activity.GetLogger(ctx).Info("payout held", "payout_id", h.PayoutID, "status", po.Status)
 	if a.OnAnswer != nil {
@@ -58,6 +55,18 @@ func (a *Activities) HoldPayout(ctx context.Context, h ledger.PayoutHold) (Held,
 		held.BankPaymentID = *po.BankPaymentID
 	}
 	return held, nil
+}
+
+// DecideApproval approves, rejects, times out or cancels a payout waiting for approval, if it
+// still is, and stores the decision's answer under its scope, once (ledger.DecideApproval). The
+// result is the payout's status after it, and that answer.
+func (a *Activities) DecideApproval(ctx context.Context, d ledger.Approval) (Held, error) {
+	po, resp, err := a.Ledger.DecideApproval(ctx, d, a.ApprovalAnswer)
+	if err != nil {
+		return Held{}, retried(ctx, string(d.Verdict), "payout_id", d.PayoutID, err)
+	}
+	activity.GetLogger(ctx).Info("payout decided", "payout_id", d.PayoutID, "verdict", d.Verdict, "status", po.Status)
+	return Held{Status: po.Status, Response: resp}, nil
 }
 
 // SendPayout gives the bank the payout's instruction, under the key derived from the payout, and

@@ -74,6 +74,23 @@ func PayoutAnswer(po ledger.Payout) idempotency.Response {
 	return payoutResponse(http.StatusCreated, po)
 }
 
+// ApprovalAnswer is the answer to an approval or a rejection of a payout, as the API gives it:
+// stored in the transaction that decides it (ledger.ApprovalAnswer) and replayed byte for byte.
+// 200 with the payout as the decision left it (approved: processing; rejected: failed), or, when
+// it was not waiting for approval (another decision, its timeout, or it never needed one), 422
+// payout-not-pending-approval with its status.
+func ApprovalAnswer(po ledger.Payout, v ledger.Verdict, won bool) idempotency.Response {
+	if won {
+		return jsonAnswer(http.StatusOK, "", po)
+	}
+	p := problem.New(http.StatusUnprocessableEntity, "payout-not-pending-approval",
+		fmt.Sprintf("payout %s is %s: only a payout pending approval can be %s", po.ID, po.Status, verdictPast[v]))
+	p.PayoutID, p.PayoutStatus = po.ID, string(po.Status)
+	return idempotency.Response{Status: p.Status, ContentType: problem.ContentType, Body: p.Body()}
+}
+
+var verdictPast = map[ledger.Verdict]string{ledger.VerdictApprove: "approved", ledger.VerdictReject: "rejected"}
+
 func payoutResponse(status int, po ledger.Payout) idempotency.Response {
 	return jsonAnswer(status, "/v1/payouts/"+po.ID, po)
 }

@@ -97,6 +97,10 @@ func refusal(err error) *problem.Problem {
 	switch {
 	case errors.As(err, &badURL):
 		return problem.Invalid("the webhook URL cannot be used", problem.FieldError{Field: "url", Message: badURL.Reason.Error()})
+	case errors.Is(err, ledger.ErrPayoutNotHeld):
+		p = problem.New(http.StatusConflict, "payout-pending",
+			"the payout's money is not held yet; send the same request again in a moment")
+		p.RetryAfter = 1
 	case errors.Is(err, ledger.ErrNotHeld):
 		p = problem.New(http.StatusConflict, "authorization-pending",
 			"the authorization's money is not held yet; send the same request again in a moment")

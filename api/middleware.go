@@ -127,6 +127,19 @@ func needs(scope auth.Scope) echo.MiddlewareFunc {
 	}
 }
 
+// mayApprove lets through only a key with the payouts:approve scope (contract §9): anyone else
+// is refused 403 approval-not-allowed, as the key that created the payout is (decidePayout).
+func mayApprove(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !c.Get(ctxKey).(auth.Key).Allows(auth.ScopeApprove) {
+			return problem.New(http.StatusForbidden, "approval-not-allowed", fmt.Sprintf(
+				"this API key lacks the scope %q; a second key of the payout's owner that has it decides "+
+					"(payments keys create --owner NAME --scope %s)", auth.ScopeApprove, auth.ScopeApprove))
+		}
+		return next(c)
+	}
+}
+
 // limitRate refuses a request beyond its key's rate (ratelimit.go) with 429 and Retry-After,
 // before its body is read: nothing of it is executed or stored.
 func (s *Server) limitRate(next echo.HandlerFunc) echo.HandlerFunc {

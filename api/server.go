@@ -98,6 +98,8 @@ func (s *Server) Handler() *echo.Echo {
 	v1.POST("/payouts", s.createPayout, payouts...)
 	v1.GET("/payouts", s.listPayouts, read...)
 	v1.GET("/payouts/:id", s.getPayout, read...)
+	v1.POST("/payouts/:id/approve", s.approvePayout, mayApprove, limitBody)
+	v1.POST("/payouts/:id/reject", s.rejectPayout, mayApprove, limitBody)
 	v1.POST("/authorizations", s.createAuthorization, transfers...)
 	v1.GET("/authorizations", s.listAuthorizations, read...)
 	v1.GET("/authorizations/:id", s.getAuthorization, read...)

@@ -36,6 +36,8 @@ type Settings struct {
 	RetryFor time.Duration // PAYMENTS_TRANSFER_RETRY_FOR
 	Bank     config.Bank
 	Webhooks config.Webhooks
+	// Approvals: which payouts wait for a second key, and how long (contract §9).
+	Approvals config.Approvals
 	// Keys (PAYMENTS_CODEC_KEYS) seal the secrets the ledger keeps (ledger.Ledger.Keys).
 	Keys *keyring.Ring
 	// RateLimit is PAYMENTS_RATE_LIMIT, requests a second per API key; 0 limits nothing (the
@@ -77,7 +79,8 @@ func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listen
 		Ledger: l, Temporal: c, settings: s, log: log, listener: listener,
 		Transfers: &transfers.Service{Runner: runner, Ledger: l, Answer: api.TransferAnswer, TTL: s.TTL, RetryFor: s.RetryFor},
 		Payouts: &payouts.Service{Runner: runner, Ledger: l, TTL: s.TTL, RetryFor: s.RetryFor,
-			BankRetryFor: s.Bank.RetryFor, PollAfter: s.Bank.PollAfter, ReturnWindow: s.Bank.ReturnWindow},
+			BankRetryFor: s.Bank.RetryFor, PollAfter: s.Bank.PollAfter, ReturnWindow: s.Bank.ReturnWindow,
+			Approvals: s.Approvals, Answer: api.ApprovalAnswer},
 		Authorizations: &authorizations.Service{Runner: runner, Ledger: l, Answer: api.AuthorizationAnswer, TTL: s.TTL, RetryFor: s.RetryFor},
 		Payins:         &payins.Service{Temporal: c, Converter: s.Converter, RetryFor: s.RetryFor},
 		Webhooks:       hooks,
@@ -89,7 +92,7 @@ func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listen
 // caller starts and stops it.
 func (a *App) Worker() sdkworker.Worker {
 	acts := &activities.Activities{Ledger: a.Ledger, Answer: api.TransferAnswer, PayoutAnswer: api.PayoutAnswer,
-		AuthorizationAnswer: api.AuthorizationAnswer,
+		AuthorizationAnswer: api.AuthorizationAnswer, ApprovalAnswer: api.ApprovalAnswer,
 		Bank:                a.Bank, Webhooks: a.policy().Client(a.settings.Webhooks.Timeout)}
 	if a.listener != nil {
 		acts.OnAnswer = a.listener

@@ -505,8 +505,8 @@ func (f *fixture) payout(ctx context.Context, t *testing.T, l *ledger.Ledger) fu
 		id := scope.PayoutID(0)
 		f.claim(ctx, t, scope, id)
 		dest := bank.Destination{AccountNumber: "000000000001", BankCode: "BANKUS33"}
-		if err := ledger.InsertPayout(ctx, f.db, ledger.Payout{ID: id, AccountID: from, AmountMinor: amount, Currency: currency,
-			Destination: dest, WorkflowID: scope.WorkflowID()}); err != nil {
+		if _, err := ledger.InsertPayout(ctx, f.db, ledger.Payout{ID: id, AccountID: from, AmountMinor: amount, Currency: currency,
+			Destination: dest, WorkflowID: scope.WorkflowID()}, 0); err != nil {
 			t.Fatal(err)
 		}
 		_, resp, err := l.PlaceHold(ctx, ledger.PayoutHold{PayoutID: id, Scope: scope, ReplayFor: config.Duration(idempotencyTTL)}, api.PayoutAnswer)

@@ -32,6 +32,8 @@ type Service struct {
 	BankRetryFor time.Duration // how long a run keeps giving the bank its instruction
 	PollAfter    time.Duration // how long a run waits for a callback before asking the bank
 	ReturnWindow time.Duration // how long after paid a return is awaited
+	Approvals    config.Approvals
+	Answer       ledger.ApprovalAnswer // the answers of approvals and rejections (api.ApprovalAnswer)
 }
 
 // Request is a payout whose account and currency the caller has already checked.
@@ -44,6 +46,7 @@ type Request struct {
 	Destination bank.Destination
 	Description string
 	Metadata    map[string]string
+	KeyID       string // the key asking: it cannot approve the payout
 }
 
 // Answer is how a submission ended: the first answer as stored, or, when the money is not held
@@ -68,27 +71,64 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 	})
 }
 
-// claim claims r's payout (in is its run's input once claimed); its row is the payout, processing.
+// claim claims r's payout (in is its run's input once claimed); its row is the payout,
+// processing. Whether it waits for approval, and until when, is fixed here, in its row: a
+// duplicate, a re-run and the recovery pass run it as claimed, whatever the threshold is then.
 func (s *Service) claim(r Request, in *workflows.PayoutInput) operation.Claim {
 	return operation.Claim{Scope: r.Scope, Fingerprint: r.Fingerprint, Uses: ledger.PayoutsUnder, NewID: r.Scope.PayoutID,
 		Then: func(ctx context.Context, tx pgx.Tx, c operation.Claimed) error {
-			if *in = s.input(r, c.ID, c.WorkflowID); !c.Created {
-				return nil
+			po := ledger.Payout{ID: c.ID, AccountID: r.AccountID, AmountMinor: r.AmountMinor, Currency: r.Currency,
+				Destination: r.Destination, Description: r.Description, WorkflowID: c.WorkflowID, Metadata: r.Metadata,
+				CreatedByKey: r.KeyID}
+			var err error
+			if c.Created {
+				po, err = ledger.InsertPayout(ctx, tx, po, s.approvalFor(r.AmountMinor))
+			} else if claimed, cerr := ledger.ClaimedPayout(ctx, tx, c.ID); cerr == nil {
+				po = claimed
+			} else if !errors.Is(cerr, ledger.ErrNotFound) {
+				err = cerr
 			}
-			return ledger.InsertPayout(ctx, tx, ledger.Payout{ID: in.PayoutID, AccountID: in.AccountID, AmountMinor: in.AmountMinor,
-				Currency: in.Currency, Destination: in.Destination, Description: in.Description, WorkflowID: in.WorkflowID,
-				Metadata: in.Metadata})
+			*in = s.input(r.Scope, po)
+			return err
 		}}
 }
 
-func (s *Service) input(r Request, payoutID, workflowID string) workflows.PayoutInput {
-	return workflows.PayoutInput{
-		PayoutHold: ledger.PayoutHold{PayoutID: payoutID, Scope: r.Scope, ReplayFor: config.Duration(s.TTL)},
-		WorkflowID: workflowID, AccountID: r.AccountID, AmountMinor: r.AmountMinor, Currency: r.Currency,
-		Destination: r.Destination, Description: r.Description, Metadata: r.Metadata,
+// approvalFor is how long a payout of amount waits for approval: PAYMENTS_APPROVAL_TIMEOUT at or
+// above PAYMENTS_APPROVAL_THRESHOLD_MINOR, 0 (no approval) below it or when it is not set.
+func (s *Service) approvalFor(amount int64) time.Duration {
+	if s.Approvals.ThresholdMinor <= 0 || amount < s.Approvals.ThresholdMinor {
+		return 0
+	}
+	return s.Approvals.Timeout
+}
+
+func (s *Service) input(scope idempotency.Scope, po ledger.Payout) workflows.PayoutInput {
+	in := workflows.PayoutInput{
+		PayoutHold: ledger.PayoutHold{PayoutID: po.ID, Scope: scope, ReplayFor: config.Duration(s.TTL)},
+		WorkflowID: po.WorkflowID, AccountID: po.AccountID, AmountMinor: po.AmountMinor, Currency: po.Currency,
+		Destination: po.Destination, Description: po.Description, Metadata: po.Metadata,
 		RetryFor: config.Duration(s.RetryFor), BankRetryFor: config.Duration(s.BankRetryFor),
 		PollAfter: config.Duration(s.PollAfter), ReturnWindow: config.Duration(s.ReturnWindow),
 	}
+	if po.ApprovalDueAt != nil {
+		in.Approval = &workflows.ApprovalWindow{Since: po.CreatedAt, Until: *po.ApprovalDueAt}
+	}
+	return in
+}
+
+// Decide approves or rejects payout po (as d says, under d's scope): an Update of its run,
+// decided by the ledger; once the run has closed, the ledger answers directly (the payout is not
+// waiting for approval: 422). The answer is stored under d's scope either way.
+func (s *Service) Decide(ctx context.Context, po ledger.Payout, d ledger.Approval, fingerprint []byte) (idempotency.Response, bool, error) {
+	d.PayoutID, d.ReplayFor = po.ID, config.Duration(s.TTL)
+	return s.Runner.Decide(ctx, operation.Decision{
+		Scope: d.Scope, Fingerprint: fingerprint, Kind: operation.KindPayout, ID: po.ID, WorkflowID: po.WorkflowID,
+		Update: workflows.ApprovalUpdate, Arg: d, OtherRun: workflows.ErrTypeOtherPayout,
+		Closed: func(ctx context.Context) (idempotency.Response, error) {
+			_, resp, err := s.Ledger.DecideApproval(ctx, d, s.Answer)
+			return resp, err
+		},
+	})
 }
 
 // operation is in's run: a completed payout is never repeated; a failed run (the bank down past
@@ -185,13 +225,10 @@ func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (op
 		func(po ledger.Payout) (string, string, string) {
 			return fmt.Sprintf("payout %s (%s)", po.ID, po.WorkflowID), po.WorkflowID, po.ID
 		},
-		func(po ledger.Payout, scope idempotency.Scope) operation.Operation {
-			return s.operation(s.input(Request{Scope: scope, AccountID: po.AccountID, AmountMinor: po.AmountMinor, Currency: po.Currency,
-				Destination: po.Destination, Description: po.Description, Metadata: po.Metadata}, po.ID, po.WorkflowID))
-		})
+		func(po ledger.Payout, scope idempotency.Scope) operation.Operation { return s.operation(s.input(scope, po)) })
 }
 
 // processingRuns admits the payout runs that have not heard the bank's outcome yet: those
 // whose payouts are still processing.
-var processingRuns = fmt.Sprintf("PayoutStatus IN ('%s', '%s', '%s', '%s')",
-	ledger.PayoutHolding, ledger.PayoutSending, ledger.PayoutAwaitingBank, ledger.PayoutBankMismatch)
+var processingRuns = fmt.Sprintf("PayoutStatus IN ('%s', '%s', '%s', '%s', '%s')",
+	ledger.PayoutHolding, ledger.PayoutPendingApproval, ledger.PayoutSending, ledger.PayoutAwaitingBank, ledger.PayoutBankMismatch)

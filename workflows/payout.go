@@ -33,6 +33,15 @@ type PayoutInput struct {
 	BankRetryFor config.Duration   // how long to keep giving the bank the instruction before the run fails
 	PollAfter    config.Duration   // how long to wait for the bank's callback before asking it
 	ReturnWindow config.Duration   // how long after it is paid a return is still awaited
+	// Approval, when set, is when the payout waits for a second key's decision (contract §9):
+	// from its claim until it fails.
+	Approval *ApprovalWindow `json:",omitempty"`
+}
+
+// ApprovalWindow is when a payout waits for approval: from Since (its claim) until Until (its
+// approval_due_at), when it fails if nobody has decided.
+type ApprovalWindow struct {
+	Since, Until time.Time
 }
 
 // Instruction is what the bank is asked to pay: keyed by the payout id, so that every retry,
@@ -74,6 +83,11 @@ func (o *PayoutOutcome) UnmarshalJSON(b []byte) error {
 // the bank sends twice changes nothing the second time.
 const BankEventUpdate = "bank-event"
 
+// ApprovalUpdate is the Update an approval or a rejection is: its argument a ledger.Approval,
+// its result the answer stored for it (the payout as it left it, or 422 when it was not waiting
+// for approval). The ledger decides; the run carries the decision and goes on once one has won.
+const ApprovalUpdate = "approval"
+
 // ErrTypeOtherPayout is a BankEventUpdate (or an AnswerUpdate) refused because it is about
 // another payout: the run is another use's of the key.
 const ErrTypeOtherPayout = "OtherPayout"
@@ -95,6 +109,9 @@ const (
 	DefaultBankRetryFor = 24 * time.Hour
 	DefaultPollAfter    = time.Minute
 	DefaultReturnWindow = 7 * 24 * time.Hour
+	// DefaultApprovalTimeout is how long a payout waiting for approval waits when its input has
+	// no window (its claim always gives it one; a run's input edited by hand may not).
+	DefaultApprovalTimeout = 72 * time.Hour
 	maxPollInterval     = time.Hour
 	returnPollInterval  = 24 * time.Hour
 )
@@ -112,7 +129,12 @@ func PayoutSearchAttributes(in PayoutInput) temporal.SearchAttributes {
 // PayoutSummary is the one line the Temporal UI shows for a payout: ids, the amount and the
 // currency, never the destination (contract §10: a summary is listed, and not encrypted).
 func PayoutSummary(in PayoutInput) string {
-	return fmt.Sprintf("payout %s of %s %s minor from %s", in.PayoutID, groupThousands(in.AmountMinor), in.Currency, in.AccountID)
+	s := fmt.Sprintf("payout %s of %s %s minor from %s", in.PayoutID, groupThousands(in.AmountMinor), in.Currency, in.AccountID)
+	if in.Approval != nil {
+		s += fmt.Sprintf(", approval asked %s, due by %s", in.Approval.Since.UTC().Format(time.RFC3339),
+			in.Approval.Until.UTC().Format(time.RFC3339))
+	}
+	return s
 }
 
 // Payout moves money out through the bank. It holds the money (a local activity, answered at
@@ -140,6 +162,9 @@ func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 	}
 	var first *idempotency.Response
 	answerUpdates(ctx, in.PayoutID, ErrTypeOtherPayout, &first)
+	if err := run.takeApprovals(ctx, in, func() bool { return first != nil }); err != nil {
+		return PayoutOutcome{}, err
+	}
 	root := ctx
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	run.watchCancellation(root, ctx)
@@ -151,7 +176,15 @@ func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 	first = &held.Response
 	out := PayoutOutcome{PayoutID: in.PayoutID, Status: held.Status, FirstAnswer: held.Response}
 	run.learn(ctx, held.BankPaymentID)
-	switch held.Status {
+	status := held.Status
+	if status == ledger.PayoutPendingApproval {
+		var err error
+		if status, err = run.awaitApproval(ctx, root, in); err != nil {
+			return out, err
+		}
+		out.Status = status
+	}
+	switch status {
 	case ledger.PayoutProcessing:
 		if root.Err() != nil && workflow.GetVersion(ctx, cancelChange, workflow.DefaultVersion, 1) == 1 {
 			return run.cancel(ctx, a, in, out)
@@ -160,13 +193,81 @@ func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 		run.atBank = true
 		run.note(bank.Paid, "")
 		return awaitAndReturn(ctx, a, in, run, out)
-	default: // refused for insufficient funds, or already failed or returned: nothing more to do
-		setPayoutStatus(ctx, held.Status)
+	default: // refused for insufficient funds, rejected, or already failed or returned: nothing more to do
+		setPayoutStatus(ctx, status)
 		// A caller asking by AnswerUpdate gets the answer before the run closes.
 		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 		return out, nil
 	}
 	return sendAndSettle(ctx, a, in, run, out)
+}
+
+// takeApprovals registers ApprovalUpdate, from the start of the run: each approval or rejection,
+// once held says the money is held (or refused), is decided by the ledger, which answers those
+// that came after another decision or when the payout was not waiting for one.
+func (r *payoutRun) takeApprovals(ctx workflow.Context, in PayoutInput, held func() bool) error {
+	handler := func(ctx workflow.Context, d ledger.Approval) (idempotency.Response, error) {
+		if err := workflow.Await(ctx, held); err != nil {
+			return idempotency.Response{}, err
+		}
+		got, err := r.decide(ctx, in, d)
+		return got.Response, err
+	}
+	validator := func(_ workflow.Context, d ledger.Approval) error {
+		if d.PayoutID != in.PayoutID {
+			return temporal.NewNonRetryableApplicationError("this run is for "+in.PayoutID+", not "+d.PayoutID, ErrTypeOtherPayout, nil)
+		}
+		if d.Verdict != ledger.VerdictApprove && d.Verdict != ledger.VerdictReject {
+			return temporal.NewNonRetryableApplicationError("a decision is an approval or a rejection, not "+string(d.Verdict), "BadDecision", nil)
+		}
+		return nil
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, ApprovalUpdate, handler, workflow.UpdateHandlerOptions{Validator: validator})
+}
+
+// decide has the ledger decide d (an activity, as an authorization's decisions are: see
+// decisionOptions) and notes the payout's status once a decision has ended its wait.
+func (r *payoutRun) decide(ctx workflow.Context, in PayoutInput, d ledger.Approval) (activities.Held, error) {
+	var a *activities.Activities
+	ctx = workflow.WithActivityOptions(ctx, decisionOptions(in.RetryFor))
+	var got activities.Held
+	err := workflow.ExecuteActivity(ctx, a.DecideApproval, d).Get(ctx, &got)
+	if err == nil && got.Status != ledger.PayoutPendingApproval && r.decided == "" {
+		r.decided = got.Status
+	}
+	return got, err
+}
+
+// awaitApproval waits, the money held, until a decision ends the payout's wait for approval, its
+// window closes, or an operator cancels the run; then, if no decision has won, it has the ledger
+// time it out (or cancel it), unless a decision wins first there. It returns where the payout
+// stands after: processing (approved: on to the bank) or failed.
+func (r *payoutRun) awaitApproval(ctx, root workflow.Context, in PayoutInput) (ledger.PayoutStatus, error) {
+	setPayoutStatus(ctx, ledger.PayoutPendingApproval)
+	until := workflow.Now(ctx).Add(DefaultApprovalTimeout)
+	if in.Approval != nil {
+		until = in.Approval.Until
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Waiting for a second key's approval since %s, for %s %s minor; "+
+			"fails at %s if nobody decides (POST /v1/payouts/%s/approve or /reject).", in.Approval.Since.UTC().Format(time.RFC3339),
+			groupThousands(in.AmountMinor), in.Currency, until.UTC().Format(time.RFC3339), in.PayoutID))
+	}
+	ended := func() bool { return r.decided != "" || root.Err() != nil }
+	if wait := until.Sub(workflow.Now(ctx)); wait > 0 {
+		if _, err := workflow.AwaitWithTimeout(ctx, wait, ended); err != nil {
+			return "", err
+		}
+	}
+	if r.decided == "" {
+		d := ledger.Approval{PayoutID: in.PayoutID, Verdict: ledger.VerdictTimeout, Reason: ledger.NotApprovedReason(until)}
+		if root.Err() != nil {
+			d.Verdict, d.Reason = ledger.VerdictCancel, ReasonCancelled
+		}
+		if _, err := r.decide(ctx, in, d); err != nil {
+			return "", err
+		}
+	}
+	workflow.SetCurrentDetails(ctx, "")
+	return r.decided, nil
 }
 
 // sendAndSettle gives the bank the instruction of a payout whose money is held, waits for its
@@ -283,6 +384,9 @@ type payoutRun struct {
 	held      []BankEvent
 	answered  bool // the bank answered the run's latest question
 	atBank    bool // the instruction is sent, or being sent: a Cancel request is refused
+	// decided is the payout's status once a decision ended its wait for approval: processing
+	// (approved) or failed.
+	decided ledger.PayoutStatus
 }
 
 func (r *payoutRun) validate(_ workflow.Context, e BankEvent) error {

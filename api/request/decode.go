@@ -291,6 +291,27 @@ func DecodeVoid(authorizationID string, body []byte) (Decision, []byte, error) {
 	return fingerprinted(Decision{AuthorizationID: authorizationID}, nil, idempotency.RouteVoid)
 }
 
+// Approval is an approval's or a rejection's request, decoded once: executed and fingerprinted
+// with the payout it decides on.
+type Approval struct {
+	PayoutID string `json:"payout_id"` // from the path, not the body
+	Reason   string `json:"reason,omitempty"`
+}
+
+// DecodeApproval decodes and validates an approval or a rejection (route says which) of
+// payoutID: a JSON object with an optional reason, or no body at all.
+func DecodeApproval(route, payoutID string, body []byte) (Approval, []byte, error) {
+	var b struct {
+		Reason string `json:"reason,omitempty"`
+	}
+	if err := decodeOptional(body, &b); err != nil {
+		return Approval{}, nil, err
+	}
+	var f fields
+	f.text("reason", b.Reason, 500)
+	return fingerprinted(Approval{PayoutID: payoutID, Reason: b.Reason}, f, route)
+}
+
 // decodeOptional is decode, for a body that may be left out (empty, or only whitespace): then
 // dst keeps its zero value.
 func decodeOptional(body []byte, dst any) error {

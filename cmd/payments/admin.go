@@ -333,3 +333,40 @@ func printJSON(w io.Writer, v any) error {
 	_, err = fmt.Fprintln(w, string(b))
 	return err
 }
+
+// maxPending is how many payouts `payouts pending` lists at most; it says when there are more.
+const maxPending = 1000
+
+// runPayouts runs `payouts pending`: one line per payout waiting for approval, oldest first,
+// with what a second person needs to decide (contract §9).
+func runPayouts(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "pending" {
+		return usagef("payouts: usage: payouts pending")
+	}
+	if err := parse(newFlags("payouts pending"), args[1:]); err != nil {
+		return err
+	}
+	return withDB(ctx, func(l *ledger.Ledger) error {
+		pending, err := l.PendingApprovals(ctx, maxPending+1)
+		if err != nil {
+			return err
+		}
+		w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		for i, po := range pending {
+			if i == maxPending {
+				fmt.Fprintf(w, "… and more: the first %d are listed\n", maxPending)
+				break
+			}
+			fmt.Fprintf(w, "%s\t%s\t%d %s\tsince %s\tdue by %s\tasked by %s\n", po.ID, po.AccountID, po.AmountMinor, po.Currency,
+				po.CreatedAt.UTC().Format(time.RFC3339), po.ApprovalDueAt.UTC().Format(time.RFC3339), orDash(po.CreatedByKey))
+		}
+		return w.Flush()
+	})
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -33,6 +33,7 @@ var commands = []command{
 	{"migrate", "", "create the database if absent and apply migrations", runMigrate},
 	{"keys", "create", "keys create --owner NAME [--scope S]… | keys list --owner NAME | keys revoke KEY_ID: issue, list and revoke API keys", runKeys},
 	{"accounts", "create", "accounts create --owner NAME --currency CUR [--name TEXT]: open an account", runAccounts},
+	{"payouts", "pending", "payouts pending: list the payouts waiting for approval, oldest first", runPayouts},
 	{"deposit", "", "deposit --account ID --amount-minor N [--idempotency-key K]: fund an account", runDeposit},
 	{"reconcile", "", "check every ledger invariant; exit 1 when any is broken", runReconcile},
 	{"bench", "", "bench [--api URL] [--clients N] [--duration D] [--json FILE]: measure what a transfer costs", runBench},

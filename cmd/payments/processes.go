@@ -100,7 +100,8 @@ func (d *deps) close() {
 // app assembles the parts on the process's database and client; listener is for `serve` only.
 func (d *deps) app(listener *operation.Listener) *app.App {
 	return app.New(d.db, d.temporal, app.Settings{SyncWait: d.cfg.SyncWait, TTL: d.cfg.IdempotencyTTL, RetryFor: d.cfg.RetryFor,
-		Bank: d.cfg.Bank, Webhooks: d.cfg.Webhooks, Converter: d.dc, Keys: d.cfg.Temporal.Keys, RateLimit: d.cfg.RateLimit}, d.log, listener)
+		Bank: d.cfg.Bank, Webhooks: d.cfg.Webhooks, Approvals: d.cfg.Approvals, Converter: d.dc, Keys: d.cfg.Temporal.Keys,
+		RateLimit: d.cfg.RateLimit}, d.log, listener)
 }
 
 // openFor parses the args of process command name and opens its deps: one serving the API

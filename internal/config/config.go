@@ -25,6 +25,13 @@ type Config struct {
 	Bank           Bank
 	Webhooks       Webhooks
 	CodecServer    CodecServer
+	Approvals      Approvals
+}
+
+// Approvals says which payouts wait for a second person (contract §9) and for how long.
+type Approvals struct {
+	ThresholdMinor int64         // PAYMENTS_APPROVAL_THRESHOLD_MINOR: payouts of at least this wait for approval; 0: none do
+	Timeout        time.Duration // PAYMENTS_APPROVAL_TIMEOUT: how long one waits before it fails
 }
 
 // CodecServer says where `payments codec-server` listens and whom it answers (contract §10).
@@ -119,6 +126,7 @@ func FromEnv() (Config, error) {
 		{"PAYMENTS_PAYOUT_RETURN_WINDOW", 7 * 24 * time.Hour, &c.Bank.ReturnWindow},
 		{"PAYMENTS_WEBHOOK_RETRY_FOR", 72 * time.Hour, &c.Webhooks.RetryFor},
 		{"PAYMENTS_WEBHOOK_TIMEOUT", 10 * time.Second, &c.Webhooks.Timeout},
+		{"PAYMENTS_APPROVAL_TIMEOUT", 72 * time.Hour, &c.Approvals.Timeout},
 	} {
 		if *d.dst, err = duration(d.name, d.def); err != nil {
 			return c, err
@@ -127,6 +135,12 @@ func FromEnv() (Config, error) {
 	// An attempt must end well within the delivery activity's heartbeat timeout (2 minutes).
 	if c.Webhooks.Timeout == 0 || c.Webhooks.Timeout > time.Minute {
 		return c, fmt.Errorf("PAYMENTS_WEBHOOK_TIMEOUT=%s: want more than 0 and at most 1m", c.Webhooks.Timeout)
+	}
+	if c.Approvals.Timeout < time.Second {
+		return c, fmt.Errorf("PAYMENTS_APPROVAL_TIMEOUT=%s: want at least 1s", c.Approvals.Timeout)
+	}
+	if c.Approvals.ThresholdMinor, err = minorUnits("PAYMENTS_APPROVAL_THRESHOLD_MINOR"); err != nil {
+		return c, err
 	}
 	if c.RateLimit, err = positive("PAYMENTS_RATE_LIMIT", DefaultRateLimit); err != nil {
 		return c, err
@@ -148,6 +162,19 @@ func positive(name string, def float64) (float64, error) {
 		return 0, fmt.Errorf("%s=%q: want a number of requests a second above 0, such as 100", name, v)
 	}
 	return f, nil
+}
+
+// minorUnits reads an amount in minor units above 0; unset is 0 (none).
+func minorUnits(name string) (int64, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q: want an amount in minor units above 0, such as 100000", name, v)
+	}
+	return n, nil
 }
 
 func boolean(name string) (bool, error) {

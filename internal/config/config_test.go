@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/payments/payments/internal/keyring"
 )
@@ -70,5 +71,30 @@ func TestRateLimit(t *testing.T) {
 		if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), "PAYMENTS_RATE_LIMIT") {
 			t.Errorf("%q: %v, want an error naming the variable", bad, err)
 		}
+	}
+}
+
+// Approvals: no threshold and 72h unless set; a threshold is an amount above 0, a timeout at
+// least a second.
+func TestApprovals(t *testing.T) {
+	t.Setenv("PAYMENTS_APPROVAL_THRESHOLD_MINOR", "")
+	t.Setenv("PAYMENTS_APPROVAL_TIMEOUT", "")
+	if c, err := FromEnv(); err != nil || c.Approvals.ThresholdMinor != 0 || c.Approvals.Timeout != 72*time.Hour {
+		t.Fatalf("defaults: %+v %v", c.Approvals, err)
+	}
+	t.Setenv("PAYMENTS_APPROVAL_THRESHOLD_MINOR", "100000")
+	t.Setenv("PAYMENTS_APPROVAL_TIMEOUT", "90s")
+	if c, err := FromEnv(); err != nil || c.Approvals.ThresholdMinor != 100000 || c.Approvals.Timeout != 90*time.Second {
+		t.Fatalf("set: %+v %v", c.Approvals, err)
+	}
+	for name, bad := range map[string][]string{"PAYMENTS_APPROVAL_THRESHOLD_MINOR": {"0", "-5", "1.5", "lots"},
+		"PAYMENTS_APPROVAL_TIMEOUT": {"0s", "500ms", "soon"}} {
+		for _, v := range bad {
+			t.Setenv(name, v)
+			if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s=%q: %v, want an error naming the variable", name, v, err)
+			}
+		}
+		t.Setenv(name, "")
 	}
 }

@@ -99,11 +99,14 @@ const (
 	RouteAuthorizations = "POST /v1/authorizations"
 	RouteCapture        = "POST /v1/authorizations/{id}/capture"
 	RouteVoid           = "POST /v1/authorizations/{id}/void"
+	// A second key's decision on a payout waiting for approval: an Update of the payout's run.
+	RouteApprove = "POST /v1/payouts/{id}/approve"
+	RouteReject  = "POST /v1/payouts/{id}/reject"
 )
 
 var routeNames = map[string]string{RouteTransfers: "transfer", RouteDeposit: "deposit", RouteAccounts: "account",
 	RoutePayouts: "payout", RoutePayin: "payin", RouteEndpoints: "webhook-endpoint", RouteRefunds: "refund",
-	RouteAuthorizations: "authorization", RouteCapture: "capture", RouteVoid: "void"}
+	RouteAuthorizations: "authorization", RouteCapture: "capture", RouteVoid: "void", RouteApprove: "approve", RouteReject: "reject"}
 
 // WorkflowID is the Temporal workflow ID of the operation in scope s:
 //

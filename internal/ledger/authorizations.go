@@ -209,41 +209,25 @@ func (l *Ledger) Decide(ctx context.Context, d Decision, answer AuthorizationAns
 
 // decide runs apply on d's authorization, locked, unless d's answer is stored already, and
 // stores the answer of what apply did (won: it changed the authorization as d asked) under d's
-// scope, with the event of the change.
+// scope, with the event of the change (decided).
 func (l *Ledger) decide(ctx context.Context, d Decision, answer AuthorizationAnswer,
 	apply func(pgx.Tx, Authorization) (Authorization, bool, error)) (a Authorization, resp idempotency.Response, err error) {
 	err = l.change(ctx, func(tx pgx.Tx, o *outbox) error {
 		if a, err = lockAuthorization(ctx, tx, d.AuthorizationID); err != nil {
 			return err
 		}
-		// The answer is stored only under a claim of this authorization still waiting for it: a
-		// record that expired and was deleted, or that a later use of the key took, keeps what
-		// it holds (a re-run or a Reset of an old run must not answer for another operation).
-		store := false
-		if d.Key != "" {
-			rec, found, err := idempotency.Lookup(ctx, tx, d.Scope)
-			if err != nil {
-				return err
+		resp, err = decided(ctx, tx, d.Scope, a.ID, d.ReplayFor, func() (idempotency.Response, error) {
+			before := a.Status
+			var won bool
+			if a, won, err = apply(tx, a); err != nil {
+				return idempotency.Response{}, err
 			}
-			if found && rec.Response != nil && rec.ResourceID == a.ID {
-				resp = *rec.Response
-				return nil
+			if a.Status != before && a.Status != AuthorizationRejected {
+				o.authorization(a)
 			}
-			store = found && rec.ResourceID == a.ID
-		}
-		before := a.Status
-		var won bool
-		if a, won, err = apply(tx, a); err != nil {
-			return err
-		}
-		if a.Status != before && a.Status != AuthorizationRejected {
-			o.authorization(a)
-		}
-		resp = answer(a, d.Action, won)
-		if !store {
-			return nil
-		}
-		return idempotency.Complete(ctx, tx, d.Scope, resp, time.Duration(d.ReplayFor))
+			return answer(a, d.Action, won), nil
+		})
+		return err
 	})
 	return a, resp, err
 }

@@ -31,8 +31,18 @@ type Payout struct {
 	FailedAt      *time.Time       `json:"failed_at"`
 	ReturnedAt    *time.Time       `json:"returned_at"`
 	FailureReason *string          `json:"failure_reason"`
+	ApprovedBy    *string          `json:"approved_by"` // the id of the key that approved it
+	RejectedBy    *string          `json:"rejected_by"` // the id of the key that rejected it
 	Metadata      Metadata         `json:"metadata"`
+	// CreatedByKey is the id of the key that asked for it (empty before approvals existed).
+	CreatedByKey string `json:"-"`
+	// ApprovalDueAt is when a payout that needs approval fails if nobody has decided (nil: it
+	// needs none).
+	ApprovalDueAt *time.Time `json:"-"`
 }
+
+// NeedsApproval reports whether po waits, or waited, for a second key's approval.
+func (po Payout) NeedsApproval() bool { return po.ApprovalDueAt != nil }
 
 // PayoutAnswer is the first answer to a payout, in the shape of the edge that received it
 // (api.PayoutAnswer): stored in the transaction that holds its money, replayed byte for byte.
@@ -43,18 +53,18 @@ const ReasonInsufficientFunds = "insufficient funds"
 
 const payoutColumns = `id, status, account_id, amount_minor, currency, destination_account_number,
 	destination_bank_code, description, workflow_id, bank_payment_id, created_at, paid_at, failed_at,
-	returned_at, failure_reason, metadata`
+	returned_at, failure_reason, metadata, approved_by, rejected_by, COALESCE(created_by_key, ''), approval_due_at`
 
 func scanPayout(row pgx.Row) (Payout, error) {
 	var p Payout
 	err := row.Scan(&p.ID, &p.Status, &p.AccountID, &p.AmountMinor, &p.Currency, &p.Destination.AccountNumber,
 		&p.Destination.BankCode, &p.Description, &p.WorkflowID, &p.BankPaymentID, &p.CreatedAt, &p.PaidAt,
-		&p.FailedAt, &p.ReturnedAt, &p.FailureReason, &p.Metadata)
+		&p.FailedAt, &p.ReturnedAt, &p.FailureReason, &p.Metadata, &p.ApprovedBy, &p.RejectedBy, &p.CreatedByKey, &p.ApprovalDueAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, ErrNotFound
 	}
 	p.CreatedAt = UTC(p.CreatedAt)
-	for _, t := range []**time.Time{&p.PaidAt, &p.FailedAt, &p.ReturnedAt} {
+	for _, t := range []**time.Time{&p.PaidAt, &p.FailedAt, &p.ReturnedAt, &p.ApprovalDueAt} {
 		if *t != nil {
 			u := UTC(**t)
 			*t = &u
@@ -68,15 +78,22 @@ func ReturnID(payoutID string) string { return "rt_" + strings.TrimPrefix(payout
 
 // InsertPayout records a payout, processing, when its request is claimed and before its
 // workflow starts, so that it can be read at once. No money is held yet: PlaceHold holds it.
-func InsertPayout(ctx context.Context, q database.Querier, p Payout) error {
-	_, err := q.Exec(ctx, `
+// One that needs approval waits for it from now for approvalFor (0: it needs none), and is
+// returned as recorded.
+func InsertPayout(ctx context.Context, q database.Querier, p Payout, approvalFor time.Duration) (Payout, error) {
+	return scanPayout(q.QueryRow(ctx, `
 		INSERT INTO payouts (id, status, account_id, amount_minor, currency, destination_account_number,
-			destination_bank_code, description, workflow_id, metadata)
-		VALUES ($1, 'processing', $2, $3, $4, $5, $6, $7, $8, $9)
-		ON CONFLICT (id) DO NOTHING`,
+			destination_bank_code, description, workflow_id, metadata, created_by_key, approval_due_at)
+		VALUES ($1, 'processing', $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''),
+			CASE WHEN $11::bigint > 0 THEN now() + $11 * interval '1 microsecond' END)
+		RETURNING `+payoutColumns,
 		p.ID, p.AccountID, p.AmountMinor, p.Currency, p.Destination.AccountNumber, p.Destination.BankCode,
-		p.Description, p.WorkflowID, p.Metadata.stored())
-	return err
+		p.Description, p.WorkflowID, p.Metadata.stored(), p.CreatedByKey, approvalFor.Microseconds()))
+}
+
+// ClaimedPayout is payout id as claimed.
+func ClaimedPayout(ctx context.Context, q database.Querier, id string) (Payout, error) {
+	return scanPayout(q.QueryRow(ctx, `SELECT `+payoutColumns+` FROM payouts WHERE id = $1`, id))
 }
 
 // Payout returns payout id if ownerID holds its account (any owner when empty).
@@ -128,9 +145,15 @@ func (l *Ledger) PlaceHold(ctx context.Context, h PayoutHold, answer PayoutAnswe
 		if acc.Kind != KindCustomer || acc.Currency != po.Currency {
 			return fmt.Errorf("%w: payout in %s from a %s account in %s", ErrInvalidPosting, po.Currency, acc.Kind, acc.Currency)
 		}
-		if acc.AvailableMinor < po.AmountMinor {
+		switch {
+		case acc.AvailableMinor < po.AmountMinor:
 			po, err = endPayout(ctx, tx, id, PayoutFailed, "failed_at", ReasonInsufficientFunds)
-		} else {
+		case po.NeedsApproval():
+			if err = placeHold(ctx, tx, "payout_id", po.ID, po.AccountID, po.AmountMinor); err == nil {
+				po, err = scanPayout(tx.QueryRow(ctx, `UPDATE payouts SET status = 'pending_approval' WHERE id = $1
+					RETURNING `+payoutColumns, id))
+			}
+		default:
 			po, err = hold(ctx, tx, po)
 		}
 		if err != nil {
@@ -249,10 +272,11 @@ func (l *Ledger) ReturnPayout(ctx context.Context, id, reason string) (po Payout
 	return po, err
 }
 
-// Processing calls f for every payout still processing that was claimed more than olderThan
-// ago, oldest first, a page at a time: those whose run the recovery pass looks at.
+// Processing calls f for every payout still processing or waiting for approval that was claimed
+// more than olderThan ago, oldest first, a page at a time: those whose run the recovery pass
+// looks at.
 func (l *Ledger) Processing(ctx context.Context, olderThan time.Duration, f func([]Payout) error) error {
-	return olderPages(ctx, l.DB, `SELECT `+payoutColumns+` FROM payouts WHERE status = 'processing'`, olderThan,
+	return olderPages(ctx, l.DB, `SELECT `+payoutColumns+` FROM payouts WHERE status IN ('processing', 'pending_approval')`, olderThan,
 		func(row pgx.CollectableRow) (Payout, error) { return scanPayout(row) },
 		func(po Payout) (time.Time, string) { return po.CreatedAt, po.ID }, f)
 }

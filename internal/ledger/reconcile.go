@@ -101,6 +101,7 @@ func Reconcile(ctx context.Context, q database.Querier, ttl time.Duration, state
 		{"5b", "every stored answer agrees with what its operation did", answersAgree, ""},
 		{"5c", "every payin credited moved its money once, into the account its number names", payinsMovedOnce, ""},
 		{"6", "every payout's hold ends exactly once, posted or released; open payout holds belong to processing payouts only; a payout's postings are what its status says", holdsEndOnce, ""},
+		{"6a", "a payout that waits for approval goes to the bank only once approved, is decided once, and every answer to an approval or a rejection agrees with it", approvalsDecidedOnce, ""},
 		{"7", "available_minor >= 0 for every customer account, and its held_minor is the sum of its open holds", availableNeverNegative, ""},
 		{"8", "each payout has at most one bank payment, and the ledger's view of it agrees with the bank's", func(ctx context.Context, q database.Querier) ([]string, error) {
 			found, inFlight, err := agreesWithBank(ctx, q, statement)
@@ -311,7 +312,7 @@ func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 		LEFT JOIN payouts p ON p.id = r.resource_id
 		LEFT JOIN accounts a ON a.id = r.resource_id
 		LEFT JOIN webhook_endpoints w ON w.id = r.resource_id
-		WHERE r.status_code IS NOT NULL AND r.route <> ALL($2)`, ReasonInsufficientFunds, authorizationRoutes)
+		WHERE r.status_code IS NOT NULL AND r.route <> ALL($2)`, ReasonInsufficientFunds, slices.Concat(authorizationRoutes, approvalRoutes))
 	var found []string
 	var scope, route, resource, reason, state string
 	var code int
@@ -344,7 +345,8 @@ func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 		switch code {
 		case 201: // created: the account or webhook endpoint; the transfer, completed; the payout, processing then
 			ok = answer.ID == resource && (state == "open" || state == string(TransferCompleted) && answer.Status == state ||
-				route == idempotency.RoutePayouts && answer.Status == "processing" && state != "missing" && !strings.Contains(state, "insufficient"))
+				route == idempotency.RoutePayouts && (answer.Status == string(PayoutProcessing) || answer.Status == string(PayoutPendingApproval)) &&
+					state != "missing" && !strings.Contains(state, "insufficient"))
 		case 422: // insufficient funds: the transfer rejected, the payout refused; a refund refused for its reason
 			ok = named == resource && refusal != "" && strings.HasSuffix(answer.Type, refusal) &&
 				(state == string(TransferRejected) || state == "failed (insufficient funds)")
@@ -392,6 +394,7 @@ func holdsEndOnce(ctx context.Context, q database.Querier) ([]string, error) {
 		FROM payouts p LEFT JOIN holds h ON h.payout_id = p.id
 		WHERE CASE p.status
 			WHEN 'processing' THEN h.status IS DISTINCT FROM 'open' AND h.status IS NOT NULL
+			WHEN 'pending_approval' THEN h.status IS DISTINCT FROM 'open'
 			WHEN 'failed' THEN h.status IS NOT NULL AND h.status <> 'released'
 			ELSE h.status IS DISTINCT FROM 'posted' END
 			OR h.amount_minor <> p.amount_minor OR h.account_id <> p.account_id
@@ -548,7 +551,10 @@ func eventsMatchChanges(ctx context.Context, q database.Querier) ([]string, erro
 		expected(object_id, type, created_at) AS (
 			SELECT id, 'transfer.' || status, created_at FROM transfers WHERE kind = 'transfer' AND status <> 'pending'
 			UNION ALL SELECT p.id, 'payout.processing', p.created_at FROM payouts p JOIN holds h ON h.payout_id = p.id
-			UNION ALL SELECT id, 'payout.' || status, created_at FROM payouts WHERE status <> 'processing'
+				WHERE p.approval_due_at IS NULL OR p.approved_by IS NOT NULL
+			UNION ALL SELECT p.id, 'payout.pending_approval', p.created_at FROM payouts p JOIN holds h ON h.payout_id = p.id
+				WHERE p.approval_due_at IS NOT NULL
+			UNION ALL SELECT id, 'payout.' || status, created_at FROM payouts WHERE status NOT IN ('processing', 'pending_approval')
 			UNION ALL SELECT id, 'payout.paid', created_at FROM payouts WHERE status = 'returned'
 			UNION ALL SELECT id, 'payin.received', created_at FROM payins WHERE status = 'credited'
 			UNION ALL SELECT id, 'refund.completed', created_at FROM transfers WHERE kind = 'refund' AND status = 'completed'
@@ -587,6 +593,39 @@ func refundsWithinTransfers(ctx context.Context, q database.Querier) ([]string, 
 		GROUP BY t.id
 		HAVING t.amount_refunded_minor <> COALESCE(sum(r.amount_minor) FILTER (WHERE r.status = 'completed'), 0)
 			OR t.amount_refunded_minor > t.amount_minor`)
+}
+
+// approvalRoutes are the routes whose answers approvalsDecidedOnce checks.
+var approvalRoutes = []string{idempotency.RouteApprove, idempotency.RouteReject}
+
+// approvalsDecidedOnce finds payouts that needed approval and went on without it (paid,
+// returned, sent to the bank, or processing with its money held, and approved by nobody), were
+// decided and still wait, or were rejected and did not fail; and stored answers to approvals and
+// rejections that say otherwise than the payout: a 200 whose approved_by or rejected_by is not
+// the payout's (two decisions that both won show so), a 422 payout-not-pending-approval for one
+// still waiting, any answer about a payout that does not exist.
+func approvalsDecidedOnce(ctx context.Context, q database.Querier) ([]string, error) {
+	return lines(ctx, q, `
+		SELECT format('payout %s (%s): approved by %s, rejected by %s, bank payment %s', p.id, p.status,
+			COALESCE(p.approved_by, 'nobody'), COALESCE(p.rejected_by, 'nobody'), COALESCE(p.bank_payment_id, 'none'))
+		FROM payouts p WHERE p.approval_due_at IS NOT NULL AND (
+			p.approved_by IS NULL AND (p.status IN ('paid', 'returned') OR p.bank_payment_id IS NOT NULL
+				OR p.status = 'processing' AND EXISTS (SELECT 1 FROM holds h WHERE h.payout_id = p.id))
+			OR p.status = 'pending_approval' AND (p.approved_by IS NOT NULL OR p.rejected_by IS NOT NULL)
+			OR p.rejected_by IS NOT NULL AND p.status <> 'failed')
+		UNION ALL
+		SELECT format('%s %s of %s answers %s, but %s is %s (approved by %s, rejected by %s)', r.route, r.key, r.owner_id,
+			r.status_code, r.resource_id, COALESCE(p.status, 'missing'), COALESCE(p.approved_by, 'nobody'), COALESCE(p.rejected_by, 'nobody'))
+		FROM idempotency_records r LEFT JOIN payouts p ON p.id = r.resource_id
+		WHERE r.status_code IS NOT NULL AND r.route = ANY($1) AND NOT COALESCE(CASE
+			WHEN r.status_code = 200 AND r.route = $2 THEN convert_from(r.body, 'UTF8')::jsonb->>'approved_by' = p.approved_by
+			WHEN r.status_code = 200 THEN convert_from(r.body, 'UTF8')::jsonb->>'rejected_by' = p.rejected_by
+			WHEN r.status_code = 422 THEN p.status <> 'pending_approval'
+			ELSE false END, false)
+		UNION ALL
+		SELECT format('payout %s: %s decisions answered 200', r.resource_id, count(*))
+		FROM idempotency_records r WHERE r.route = ANY($1) AND r.status_code = 200
+		GROUP BY r.resource_id HAVING count(*) > 1`, approvalRoutes, idempotency.RouteApprove)
 }
 
 // authorizationRoutes are the routes whose answers authorizationsEndOnce checks (answersAgree

@@ -214,8 +214,8 @@ func heldPayout(t *testing.T, account string, amount int64) string {
 	}
 	scope := idempotency.Scope{OwnerID: acc.OwnerID, Route: idempotency.RoutePayouts, Key: ledger.NewID("k")}
 	id := scope.PayoutID(0)
-	if err := ledger.InsertPayout(ctx, l.DB, ledger.Payout{ID: id, AccountID: account, AmountMinor: amount, Currency: "USD",
-		Destination: bank.Destination{AccountNumber: "000123456789", BankCode: "021000021"}, WorkflowID: scope.WorkflowID()}); err != nil {
+	if _, err := ledger.InsertPayout(ctx, l.DB, ledger.Payout{ID: id, AccountID: account, AmountMinor: amount, Currency: "USD",
+		Destination: bank.Destination{AccountNumber: "000123456789", BankCode: "021000021"}, WorkflowID: scope.WorkflowID()}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if po, _, err := l.PlaceHold(ctx, ledger.PayoutHold{PayoutID: id, Scope: scope, ReplayFor: config.Duration(ttl)}, api.PayoutAnswer); err != nil || po.Status != ledger.PayoutProcessing {
@@ -298,8 +298,8 @@ func TestReconcileTellsAPayoutInFlightFromOneThatDisagreesWithTheBank(t *testing
 	recent, old, ahead := "po_recent_"+suffix, "po_old_"+suffix, "po_ahead_"+suffix
 	var statement []bank.Payment
 	for _, id := range []string{recent, old, ahead} {
-		if err := ledger.InsertPayout(ctx, tx, ledger.Payout{ID: id, AccountID: acc, AmountMinor: 10, Currency: "USD",
-			Destination: bank.Destination{AccountNumber: "000123456789", BankCode: "021000021"}, WorkflowID: "payout/own_x/" + id}); err != nil {
+		if _, err := ledger.InsertPayout(ctx, tx, ledger.Payout{ID: id, AccountID: acc, AmountMinor: 10, Currency: "USD",
+			Destination: bank.Destination{AccountNumber: "000123456789", BankCode: "021000021"}, WorkflowID: "payout/own_x/" + id}, 0); err != nil {
 			t.Fatal(err)
 		}
 		st := bank.Paid

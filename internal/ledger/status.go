@@ -32,6 +32,10 @@ type PayoutStatus string
 const (
 	// PayoutProcessing: accepted; its money is held (or being held); the bank has it, or will.
 	PayoutProcessing PayoutStatus = "processing"
+	// PayoutPendingApproval: at or above the approval threshold; its money is held, and it goes
+	// no further until a second key approves it (then processing) or rejects it, or its
+	// approval_due_at passes (then failed, the hold released).
+	PayoutPendingApproval PayoutStatus = "pending_approval"
 	// PayoutPaid: the bank paid it; the hold became a posting to the bank's settlement account.
 	PayoutPaid PayoutStatus = "paid"
 	// PayoutFailed: refused for insufficient funds, or failed at the bank; its hold, if any,

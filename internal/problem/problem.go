@@ -32,6 +32,8 @@ type Problem struct {
 	// capture or void came too late (`status` is the HTTP status's).
 	AuthorizationID     string `json:"authorization_id,omitempty"`
 	AuthorizationStatus string `json:"authorization_status,omitempty"`
+	// PayoutStatus is where a payout stands when an approval or a rejection came too late.
+	PayoutStatus string `json:"payout_status,omitempty"`
 
 	// RetryAfter, in seconds, is sent as the Retry-After header when positive.
 	RetryAfter int `json:"-"`

@@ -26,6 +26,32 @@ func (e *Env) Owner(t testing.TB) (string, string) {
 	return id, key
 }
 
+// SecondKey issues another API key, with scopes (the default ones when none), for the owner
+// ownerID, and returns (its id, the key).
+func (e *Env) SecondKey(t testing.TB, ownerID string, scopes ...auth.Scope) (string, string) {
+	t.Helper()
+	ctx := context.Background()
+	var name string
+	if err := e.DB.QueryRow(ctx, `SELECT name FROM owners WHERE id = $1`, ownerID).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	key, _, err := auth.CreateKey(ctx, e.DB, name, scopes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.KeyID(t, key), key
+}
+
+// KeyID is the id of API key key.
+func (e *Env) KeyID(t testing.TB, key string) string {
+	t.Helper()
+	k, err := auth.Authenticate(context.Background(), e.DB, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.ID
+}
+
 // Response is an HTTP answer read whole.
 type Response struct {
 	Status int

@@ -75,6 +75,9 @@ type Options struct {
 
 	// How patient payouts are with the bank: defaults 2s, 200ms, 5s (milliseconds settle it).
 	BankRetryFor, BankPollAfter, ReturnWindow time.Duration
+	// Which payouts this API holds for approval, and how long (default: none, 72h).
+	ApprovalThreshold int64
+	ApprovalTimeout   time.Duration
 	// How webhooks are delivered: RetryFor (default 72h) goes with the delivery runs this API
 	// starts, Timeout (default 2s) is the worker's; tests' receivers are on loopback, so the
 	// URL policy is insecure unless WebhookSecure, and allows loopback targets only, always.
@@ -246,6 +249,7 @@ func (e *Env) settings(o Options) app.Settings {
 			PollAfter: or(o.BankPollAfter, 200*time.Millisecond), ReturnWindow: or(o.ReturnWindow, 5*time.Second)},
 		Webhooks: config.Webhooks{RetryFor: or(o.WebhookRetryFor, 72*time.Hour), Timeout: or(o.WebhookTimeout, 2*time.Second),
 			AllowInsecure: !o.WebhookSecure, LoopbackOnly: true},
+		Approvals: config.Approvals{ThresholdMinor: o.ApprovalThreshold, Timeout: or(o.ApprovalTimeout, 72*time.Hour)},
 		Converter: Converter, Keys: Keys}
 }
 
