@@ -93,7 +93,7 @@ func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listen
 func (a *App) Worker() sdkworker.Worker {
 	acts := &activities.Activities{Ledger: a.Ledger, Answer: api.TransferAnswer, PayoutAnswer: api.PayoutAnswer,
 		AuthorizationAnswer: api.AuthorizationAnswer, ApprovalAnswer: api.ApprovalAnswer,
-		Bank:                a.Bank, Webhooks: a.policy().Client(a.settings.Webhooks.Timeout)}
+		Bank: a.Bank, Webhooks: a.policy().Client(a.settings.Webhooks.Timeout)}
 	if a.listener != nil {
 		acts.OnAnswer = a.listener
 	}

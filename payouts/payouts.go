@@ -225,7 +225,9 @@ func (s *Service) ResolveStale(ctx context.Context, olderThan time.Duration) (op
 		func(po ledger.Payout) (string, string, string) {
 			return fmt.Sprintf("payout %s (%s)", po.ID, po.WorkflowID), po.WorkflowID, po.ID
 		},
-		func(po ledger.Payout, scope idempotency.Scope) operation.Operation { return s.operation(s.input(scope, po)) })
+		func(po ledger.Payout, scope idempotency.Scope) operation.Operation {
+			return s.operation(s.input(scope, po))
+		})
 }
 
 // processingRuns admits the payout runs that have not heard the bank's outcome yet: those

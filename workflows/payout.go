@@ -112,8 +112,8 @@ const (
 	// DefaultApprovalTimeout is how long a payout waiting for approval waits when its input has
 	// no window (its claim always gives it one; a run's input edited by hand may not).
 	DefaultApprovalTimeout = 72 * time.Hour
-	maxPollInterval     = time.Hour
-	returnPollInterval  = 24 * time.Hour
+	maxPollInterval        = time.Hour
+	returnPollInterval     = 24 * time.Hour
 )
 
 // PayoutSearchAttributes are the attributes a payout starts with.
