@@ -85,3 +85,24 @@ func TestRecordHistories(t *testing.T) {
 func numberOf(t *testing.T, key, acc string) string {
 	return env.Do(t, "GET", "/v1/accounts/"+acc, key, "", "").JSON(t)["account_number"].(string)
 }
+
+// TestRecordHistoriesOfApprovals writes a history of each way a payout waiting for approval
+// ends its wait: approved (then paid), rejected, not approved in time. RecordCommand runs it
+// with TestRecordHistories.
+func TestRecordHistoriesOfApprovals(t *testing.T) {
+	testenv.SkipUnlessRecording(t)
+	e := env.With(t, testenv.Options{ApprovalThreshold: approvalThreshold, ApprovalTimeout: 2 * time.Second})
+	c := newCustomer(t, e, 10_000)
+	_, approver := c.approver(t)
+	approved, rejected := c.pending(t, "rec-approved", 2_000), c.pending(t, "rec-rejected", 2_000)
+	c.pending(t, "rec-not-approved", 2_000)
+	if r := c.decide(t, approver, "rec-approve", approved, "approve", ""); r.Status != http.StatusOK {
+		t.Fatalf("approve: %d %s", r.Status, r.Body)
+	}
+	if r := c.decide(t, approver, "rec-reject", rejected, "reject", "unknown payee"); r.Status != http.StatusOK {
+		t.Fatalf("reject: %d %s", r.Status, r.Body)
+	}
+	for _, path := range []string{"approved", "rejected", "not-approved"} {
+		e.RecordHistory(t, testenv.PayoutHistory, path, c.workflowID("rec-"+path), "")
+	}
+}

@@ -8,9 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/payments/payments/internal/codec"
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/rig/testenv"
 	"github.com/payments/payments/worker"
@@ -59,24 +61,13 @@ func TestUngatedChangeBreaksOldHistories(t *testing.T) {
 // Posting and PayoutHold) keep the shape runs started with.
 func TestCommittedInputsKeepTheirShape(t *testing.T) {
 	for _, f := range histories(t, "*.json") {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var h struct {
-			Events []struct {
-				Attrs *struct {
-					WorkflowType struct{ Name string }
-					Input        struct{ Payloads []struct{ Data []byte } }
-				} `json:"workflowExecutionStartedEventAttributes"`
-			}
-		}
-		if err := json.Unmarshal(b, &h); err != nil || len(h.Events) == 0 || h.Events[0].Attrs == nil {
+		h, err := client.HistoryFromJSON(mustOpen(t, f), client.HistoryJSONOptions{})
+		if err != nil || len(h.GetEvents()) == 0 || h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes() == nil {
 			t.Fatalf("%s: no start event (%v)", f, err)
 		}
-		start := h.Events[0].Attrs
+		start := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes()
 		var in any
-		switch start.WorkflowType.Name {
+		switch start.GetWorkflowType().GetName() {
 		case "Transfer":
 			in = new(workflows.TransferInput)
 		case "Payout":
@@ -84,7 +75,12 @@ func TestCommittedInputsKeepTheirShape(t *testing.T) {
 		default:
 			continue
 		}
-		held := start.Input.Payloads[0].Data
+		// A history recorded since payloads are sealed holds them encrypted: open them first.
+		payloads, err := codec.Codec{Ring: testenv.Keys}.Decode(start.GetInput().GetPayloads())
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		held := payloads[0].GetData()
 		if err := json.Unmarshal(held, in); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
@@ -92,6 +88,16 @@ func TestCommittedInputsKeepTheirShape(t *testing.T) {
 			t.Errorf("%s: the input\n%s\nwrites back as\n%s", f, held, again)
 		}
 	}
+}
+
+func mustOpen(t *testing.T, file string) *os.File {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
 
 // sameFields reports whether two JSON objects hold the same fields with the same values, a

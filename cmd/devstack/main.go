@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -221,12 +222,20 @@ func buildPayments(ctx context.Context, bin string) error {
 	if os.Getenv("PAYMENTS_BANK_SECRET") == "" {
 		os.Setenv("PAYMENTS_BANK_SECRET", "dev-bank-secret")
 	}
+	// Payouts of 1,000.00 or more wait for a second key's approval (contract §9).
+	if os.Getenv("PAYMENTS_APPROVAL_THRESHOLD_MINOR") == "" {
+		os.Setenv("PAYMENTS_APPROVAL_THRESHOLD_MINOR", strconv.Itoa(approvalThreshold))
+	}
 	// Local receivers (http://localhost:…) are what a newcomer tries webhooks with.
 	if os.Getenv("PAYMENTS_WEBHOOK_ALLOW_INSECURE") == "" {
 		os.Setenv("PAYMENTS_WEBHOOK_ALLOW_INSECURE", "true")
 	}
 	return nil
 }
+
+// approvalThreshold is make run's PAYMENTS_APPROVAL_THRESHOLD_MINOR: what alice is funded with
+// covers a payout that waits for approval.
+const approvalThreshold = 100_000
 
 // bankFaults are the simulator's mild, realistic defaults under make run (docs/bank.md): a bank
 // that is a little slow, now and then refuses, and sends some callbacks twice, late, or never.
@@ -303,7 +312,7 @@ func seed(ctx context.Context, db database.Querier, bin string) (map[string]stri
 	}
 	if !funded {
 		cmd := exec.CommandContext(ctx, bin, "deposit", "--account", accounts["alice"],
-			"--amount-minor", "100000", "--idempotency-key", "demo-seed-"+accounts["alice"])
+			"--amount-minor", strconv.Itoa(aliceFunds), "--idempotency-key", "demo-seed-"+accounts["alice"])
 		cmd.Stderr = os.Stderr
 		if out, err := cmd.Output(); err != nil {
 			return nil, fmt.Errorf("funding alice: %v: %s", err, out)
@@ -311,6 +320,9 @@ func seed(ctx context.Context, db database.Querier, bin string) (map[string]stri
 	}
 	return accounts, nil
 }
+
+// aliceFunds is what alice's demo account is funded with: 10,000.00 USD.
+const aliceFunds = 1_000_000
 
 // demoEnv is the file, in the state directory, of the shell variables the README's examples use.
 const demoEnv = "demo.env"
@@ -341,7 +353,7 @@ Payments is running. Ctrl-C stops everything.
   Bank         %[6]s   (simulator: docs/bank.md; its statement: %[6]s/payments)
 %[7]s
   Demo API keys
-    alice  %[2]s   account %[3]s (USD, funded with 100000 minor)
+    alice  %[2]s   account %[3]s (USD, funded with 1000000 minor)
     bob    %[4]s   account %[5]s (USD)
   In a shell, . %[9]s sets KEY, BOB, ALICE_ACC, BOB_ACC, API and BANK, which the README's examples use.
 

@@ -19,6 +19,7 @@ const (
 	EventTransferCompleted = "transfer.completed"
 	EventTransferRejected  = "transfer.rejected"
 	EventTransferFailed    = "transfer.failed"
+	EventPayoutPending     = "payout.pending_approval" // held, waiting for a second key (§9)
 	EventPayoutProcessing  = "payout.processing"
 	EventPayoutPaid        = "payout.paid"
 	EventPayoutFailed      = "payout.failed"
@@ -34,7 +35,7 @@ const (
 
 // EventTypes are the types an event may have, in the contract's order.
 var EventTypes = []string{EventTransferCompleted, EventTransferRejected, EventTransferFailed,
-	EventPayoutProcessing, EventPayoutPaid, EventPayoutFailed, EventPayoutReturned, EventPayinReceived,
+	EventPayoutPending, EventPayoutProcessing, EventPayoutPaid, EventPayoutFailed, EventPayoutReturned, EventPayinReceived,
 	EventRefundCompleted, EventAuthorizationCreated, EventAuthorizationCaptured, EventAuthorizationVoided,
 	EventAuthorizationExpired}
 

@@ -53,7 +53,7 @@ const ReasonInsufficientFunds = "insufficient funds"
 
 const payoutColumns = `id, status, account_id, amount_minor, currency, destination_account_number,
 	destination_bank_code, description, workflow_id, bank_payment_id, created_at, paid_at, failed_at,
-	returned_at, failure_reason, metadata, approved_by, rejected_by, COALESCE(created_by_key, ''), approval_due_at`
+	returned_at, failure_reason, metadata, approved_by, rejected_by, created_by_key, approval_due_at`
 
 func scanPayout(row pgx.Row) (Payout, error) {
 	var p Payout
@@ -84,7 +84,7 @@ func InsertPayout(ctx context.Context, q database.Querier, p Payout, approvalFor
 	return scanPayout(q.QueryRow(ctx, `
 		INSERT INTO payouts (id, status, account_id, amount_minor, currency, destination_account_number,
 			destination_bank_code, description, workflow_id, metadata, created_by_key, approval_due_at)
-		VALUES ($1, 'processing', $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''),
+		VALUES ($1, 'processing', $2, $3, $4, $5, $6, $7, $8, $9, $10,
 			CASE WHEN $11::bigint > 0 THEN now() + $11 * interval '1 microsecond' END)
 		RETURNING `+payoutColumns,
 		p.ID, p.AccountID, p.AmountMinor, p.Currency, p.Destination.AccountNumber, p.Destination.BankCode,

@@ -207,6 +207,12 @@ func TestReconcileFindsBrokenPayinsPayoutsAndHolds(t *testing.T) {
 // payout's run do, and returns its id.
 func heldPayout(t *testing.T, account string, amount int64) string {
 	t.Helper()
+	return heldPayoutFor(t, account, amount, 0)
+}
+
+// heldPayoutFor is heldPayout of a payout that waits for approval for approvalFor (none when 0).
+func heldPayoutFor(t *testing.T, account string, amount int64, approvalFor time.Duration) string {
+	t.Helper()
 	ctx := context.Background()
 	acc, err := l.Account(ctx, "", account)
 	if err != nil {
@@ -215,13 +221,63 @@ func heldPayout(t *testing.T, account string, amount int64) string {
 	scope := idempotency.Scope{OwnerID: acc.OwnerID, Route: idempotency.RoutePayouts, Key: ledger.NewID("k")}
 	id := scope.PayoutID(0)
 	if _, err := ledger.InsertPayout(ctx, l.DB, ledger.Payout{ID: id, AccountID: account, AmountMinor: amount, Currency: "USD",
-		Destination: bank.Destination{AccountNumber: "000123456789", BankCode: "021000021"}, WorkflowID: scope.WorkflowID()}, 0); err != nil {
+		Destination: bank.Destination{AccountNumber: "000123456789", BankCode: "021000021"}, WorkflowID: scope.WorkflowID()}, approvalFor); err != nil {
 		t.Fatal(err)
 	}
-	if po, _, err := l.PlaceHold(ctx, ledger.PayoutHold{PayoutID: id, Scope: scope, ReplayFor: config.Duration(ttl)}, api.PayoutAnswer); err != nil || po.Status != ledger.PayoutProcessing {
+	want := ledger.PayoutProcessing
+	if approvalFor > 0 {
+		want = ledger.PayoutPendingApproval
+	}
+	if po, _, err := l.PlaceHold(ctx, ledger.PayoutHold{PayoutID: id, Scope: scope, ReplayFor: config.Duration(ttl)}, api.PayoutAnswer); err != nil || po.Status != want {
 		t.Fatalf("hold: %+v, %v", po, err)
 	}
 	return id
+}
+
+// Invariant 6a broken on purpose, on a ledger with a payout approved (and a rejection of it that
+// came after, answered 422), one rejected and one still waiting.
+func TestReconcileFindsBrokenApprovals(t *testing.T) {
+	ctx := context.Background()
+	a := account(t, "USD", 1_000)
+	acc, err := l.Account(ctx, "", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decide := func(id string, route string, v ledger.Verdict, key string) (idempotency.Scope, idempotency.Response) {
+		t.Helper()
+		s := idempotency.Scope{OwnerID: acc.OwnerID, Route: route, Key: ledger.NewID("k")}
+		if _, _, err := idempotency.Claim(ctx, l.DB, s, []byte("fp"), id); err != nil {
+			t.Fatal(err)
+		}
+		_, resp, err := l.DecideApproval(ctx, ledger.Approval{PayoutID: id, Verdict: v, KeyID: key, Scope: s, ReplayFor: config.Duration(ttl)}, api.ApprovalAnswer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, resp
+	}
+	approved, rejected := heldPayoutFor(t, a, 100, time.Hour), heldPayoutFor(t, a, 200, time.Hour)
+	heldPayoutFor(t, a, 300, time.Hour)
+	if _, resp := decide(approved, idempotency.RouteApprove, ledger.VerdictApprove, "key_approver"); resp.Status != 200 {
+		t.Fatalf("approve: %d %s", resp.Status, resp.Body)
+	}
+	late, resp := decide(approved, idempotency.RouteReject, ledger.VerdictReject, "key_approver")
+	if resp.Status != 422 {
+		t.Fatalf("a rejection after the approval: %d %s", resp.Status, resp.Body)
+	}
+	if _, resp := decide(rejected, idempotency.RouteReject, ledger.VerdictReject, "key_approver"); resp.Status != 200 {
+		t.Fatalf("reject: %d %s", resp.Status, resp.Body)
+	}
+	where := func(id string) string { return ` WHERE id = '` + id + `'` }
+	breakEach(t, nil, nil, []breakage{
+		{"a payout on its way to the bank that nobody approved", "6a: approved by nobody", false,
+			[]string{`UPDATE payouts SET approved_by = NULL` + where(approved)}},
+		{"a rejected payout that went on", "6a: (processing): approved by nobody, rejected by key_approver", false,
+			[]string{`UPDATE payouts SET status = 'processing', failed_at = NULL, failure_reason = NULL` + where(rejected)}},
+		{"an approval answered for another key than the one recorded", "6a: answers 200", true,
+			[]string{`UPDATE payouts SET approved_by = 'key_someone_else'` + where(approved)}},
+		{"two decisions of one payout that both won", "6a: 2 decisions answered 200", false,
+			[]string{`UPDATE idempotency_records SET status_code = 200 WHERE key = '` + late.Key + `'`}},
+	})
 }
 
 // A key used again after its record expired moves money again, legitimately; within the TTL,

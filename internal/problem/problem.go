@@ -69,6 +69,9 @@ var titles = map[string]string{
 	"authorization-not-pending":     "The authorization is no longer pending",
 	"authorization-pending":         "The authorization's money is not held yet",
 	"capture-exceeds-authorization": "The capture exceeds the authorized amount",
+	"approval-not-allowed":          "This key may not decide on the payout",
+	"payout-not-pending-approval":   "The payout is not pending approval",
+	"payout-pending":                "The payout's money is not held yet",
 	"method-not-allowed":            "Method not allowed",
 	"internal-error":                "Internal error",
 }

@@ -1,9 +1,10 @@
 -- +goose Up
 -- Approvals (contract §9): a payout at or above the threshold waits, its money held, in
 -- pending_approval until a second key approves it (on to the bank) or rejects it, or until
--- approval_due_at fails it. created_by_key is the key that asked for it, which cannot approve it.
+-- approval_due_at fails it. created_by_key is the key that asked for it, which cannot approve it
+-- ('' for payouts from before approvals).
 ALTER TABLE payouts
-    ADD COLUMN created_by_key  text,
+    ADD COLUMN created_by_key  text NOT NULL DEFAULT '',
     ADD COLUMN approval_due_at timestamptz,
     ADD COLUMN approved_by     text,
     ADD COLUMN rejected_by     text,
