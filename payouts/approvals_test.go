@@ -6,6 +6,7 @@ package payouts_test
 // bank's statement, and ends with reconcile clean.
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -154,7 +155,8 @@ func TestRejectedPayoutReleasesItsHold(t *testing.T) {
 	e.Reconcile(t)
 }
 
-// Who may decide: not the key that created the payout, not a key without payouts:approve (both
+// Who may decide: not the key that created the payout (though it has payouts:approve), not a
+// key without payouts:approve (both
 // 403 approval-not-allowed), not another owner's key (404); none of these is stored, so the same
 // idempotency key then serves a key that may. Nothing moves meanwhile.
 func TestOnlyASecondKeyMayDecide(t *testing.T) {
@@ -164,6 +166,8 @@ func TestOnlyASecondKeyMayDecide(t *testing.T) {
 	_, approver := c.approver(t)
 	other := newCustomer(t, e, 0)
 	_, stranger := other.approver(t)
+	// The payout's creator may approve others' payouts: it is refused for being its creator.
+	_, c.key = e.SecondKey(t, c.ownerID, auth.Scopes...)
 	id := c.pending(t, "large", 1_500)
 
 	for _, try := range []struct {
@@ -272,4 +276,31 @@ func (c customer) finalDecision(t *testing.T, key, idem, id string) testenv.Resp
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// An operator's "Request Cancellation" of a payout waiting for approval fails it, as a
+// rejection would: the hold released, the run Canceled, the bank never told; an approval after
+// it is final 422.
+func TestCancellingAPendingPayoutReleasesIt(t *testing.T) {
+	e := approvals(t, 0)
+	c := newCustomer(t, e, 5_000)
+	_, approver := c.approver(t)
+	id := c.pending(t, "large", 1_200)
+	wf := c.workflowID("large")
+	if err := e.Temporal.CancelWorkflow(context.Background(), wf, ""); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.Settled(t, wf); st != enums.WORKFLOW_EXECUTION_STATUS_CANCELED {
+		t.Fatalf("the run ended %v, want canceled", st)
+	}
+	po := c.waitPayout(t, id, "failed")
+	if po["failure_reason"] != "cancelled by an operator" || po["rejected_by"] != nil || po["approved_by"] != nil {
+		t.Fatalf("cancelled: %v", po)
+	}
+	c.wantBalances(t, 5_000, 5_000)
+	if s := ledgerState(t, e, id); s.Hold != "released" || len(s.Postings) != 0 || len(bankPayments(t, e, id)) != 0 {
+		t.Fatalf("cancelled payout: %+v", s)
+	}
+	wantNotPending(t, c.decide(t, approver, "late", id, "approve", ""), id, "failed")
+	e.Reconcile(t)
 }

@@ -183,6 +183,11 @@ func Payout(ctx workflow.Context, in PayoutInput) (PayoutOutcome, error) {
 			return out, err
 		}
 		out.Status = status
+		if status == ledger.PayoutFailed && root.Err() != nil { // cancelled while it waited: ends Canceled, as before the bank
+			setPayoutStatus(ctx, status)
+			workflow.SetCurrentDetails(ctx, "Cancelled by an operator while it waited for approval: the hold is released, the payout failed.")
+			return out, temporal.NewCanceledError(ReasonCancelled)
+		}
 	}
 	switch status {
 	case ledger.PayoutProcessing:

@@ -45,7 +45,8 @@ func TestMakeRun(t *testing.T) {
 	// The variables make run sets for its processes, unset as in a newcomer's shell (and
 	// restored after the test); the addresses the test gives are its own ports.
 	for _, name := range []string{"PAYMENTS_HTTP_ADDR", "PAYMENTS_METRICS_ADDR", "TEMPORAL_ADDRESS", "PAYMENTS_BANK_SECRET",
-		"PAYMENTS_WEBHOOK_ALLOW_INSECURE", "PAYMENTS_CODEC_KEYS", "PAYMENTS_CODEC_ADDR", "PAYMENTS_CODEC_UI_ORIGINS"} {
+		"PAYMENTS_WEBHOOK_ALLOW_INSECURE", "PAYMENTS_CODEC_KEYS", "PAYMENTS_CODEC_ADDR", "PAYMENTS_CODEC_UI_ORIGINS",
+		"PAYMENTS_APPROVAL_THRESHOLD_MINOR"} {
 		t.Setenv(name, "")
 		os.Unsetenv(name)
 	}
@@ -82,7 +83,18 @@ func TestMakeRun(t *testing.T) {
 		t.Errorf("the codec key under %s: %v, %v; want it kept, mode 0600", s.data, info, err)
 	}
 	t.Run("the UI decodes what Temporal holds sealed", func(t *testing.T) { uiDecodes(t, s) })
-	t.Run("the UI lists waiting authorizations by status, decoded", func(t *testing.T) { uiShowsWaiting(t, s) })
+	t.Run("the UI lists waiting authorizations by status, decoded", func(t *testing.T) {
+		demo := readEnv(t, filepath.Join(s.data, demoEnv))
+		uiShowsWaiting(t, s, waiting{route: "/v1/authorizations", query: `AuthorizationStatus="authorized"`, shows: "ui-room-12",
+			body: `{"from_account_id":"` + demo["ALICE_ACC"] + `","to_account_id":"` + demo["BOB_ACC"] +
+				`","amount_minor":300,"currency":"USD","expires_in":"1h","metadata":{"booking":"ui-room-12"}}`})
+	})
+	t.Run("the UI lists payouts waiting for approval, since when", func(t *testing.T) {
+		demo := readEnv(t, filepath.Join(s.data, demoEnv))
+		uiShowsWaiting(t, s, waiting{route: "/v1/payouts", query: `PayoutStatus="pending_approval"`, shows: "approval asked",
+			body: `{"account_id":"` + demo["ALICE_ACC"] + `","amount_minor":` + strconv.Itoa(approvalThreshold) +
+				`,"currency":"USD","destination":{"account_number":"000123456789","bank_code":"BANKUS33"}}`})
+	})
 	cancel()
 	select {
 	case err := <-done:
@@ -268,15 +280,16 @@ func uiDecodes(t *testing.T, s stack) {
 	})
 }
 
-// uiShowsWaiting holds money for bob and finds the authorization in the Web UI: listed under
-// AuthorizationStatus = "authorized", and its page showing its metadata, which only its sealed
-// input and memo hold, decoded through the codec server.
-func uiShowsWaiting(t *testing.T, s stack) {
+// waiting is an object that waits, for uiShowsWaiting: POSTed to route with body, listed in the
+// Web UI by query, its page showing shows (decoded through the codec server).
+type waiting struct{ route, body, query, shows string }
+
+// uiShowsWaiting makes w as alice and finds its run in the Web UI: listed by w.query, and its
+// page showing w.shows, which only its sealed input, memo or summary hold.
+func uiShowsWaiting(t *testing.T, s stack, w waiting) {
 	web := openBrowser(t)
 	demo := readEnv(t, filepath.Join(s.data, demoEnv))
-	body := `{"from_account_id":"` + demo["ALICE_ACC"] + `","to_account_id":"` + demo["BOB_ACC"] +
-		`","amount_minor":300,"currency":"USD","expires_in":"1h","metadata":{"booking":"ui-room-12"}}`
-	req, _ := http.NewRequest("POST", "http://127.0.0.1:"+s.apiPort+"/v1/authorizations", strings.NewReader(body))
+	req, _ := http.NewRequest("POST", "http://127.0.0.1:"+s.apiPort+w.route, strings.NewReader(w.body))
 	req.Header.Set("Authorization", "Bearer "+demo["KEY"])
 	req.Header.Set("Idempotency-Key", "ui-waits")
 	resp, err := http.DefaultClient.Do(req)
@@ -284,20 +297,19 @@ func uiShowsWaiting(t *testing.T, s stack) {
 		t.Fatal(err)
 	}
 	var au struct {
-		ID         string `json:"id"`
 		WorkflowID string `json:"workflow_id"`
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err := json.Unmarshal(b, &au); err != nil || resp.StatusCode != http.StatusCreated || au.WorkflowID == "" {
-		t.Fatalf("POST /v1/authorizations: %d %s", resp.StatusCode, b)
+		t.Fatalf("POST %s: %d %s", w.route, resp.StatusCode, b)
 	}
 	list := fmt.Sprintf("http://127.0.0.1:%s/namespaces/default/workflows?query=%s", s.uiPort,
-		url.QueryEscape(`AuthorizationStatus="authorized"`))
+		url.QueryEscape(w.query))
 	web.call(t, "POST", "/url", map[string]any{"url": list}, nil)
 	var text string
 	loaded := time.Now()
-	testenv.WaitFor(t, "the authorization listed under AuthorizationStatus = authorized", func() bool {
+	testenv.WaitFor(t, "the run listed under "+w.query, func() bool {
 		web.call(t, "POST", "/execute/sync", map[string]any{"script": "return document.body.innerText", "args": []any{}}, &text)
 		if strings.Contains(text, au.WorkflowID) {
 			return true
@@ -320,9 +332,9 @@ func uiShowsWaiting(t *testing.T, s stack) {
 	page := fmt.Sprintf("http://127.0.0.1:%s/namespaces/default/workflows/%s/%s/history", s.uiPort, url.PathEscape(au.WorkflowID),
 		desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())
 	web.call(t, "POST", "/url", map[string]any{"url": page}, nil)
-	testenv.WaitFor(t, "the authorization's page showing its metadata decoded", func() bool {
+	testenv.WaitFor(t, "the run's page showing "+w.shows, func() bool {
 		web.call(t, "POST", "/execute/sync", map[string]any{"script": "return document.body.innerText", "args": []any{}}, &text)
-		return strings.Contains(text, "ui-room-12")
+		return strings.Contains(text, w.shows)
 	})
 }
 

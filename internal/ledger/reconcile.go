@@ -101,7 +101,7 @@ func Reconcile(ctx context.Context, q database.Querier, ttl time.Duration, state
 		{"5b", "every stored answer agrees with what its operation did", answersAgree, ""},
 		{"5c", "every payin credited moved its money once, into the account its number names", payinsMovedOnce, ""},
 		{"6", "every payout's hold ends exactly once, posted or released; open payout holds belong to processing payouts only; a payout's postings are what its status says", holdsEndOnce, ""},
-		{"6a", "a payout that waits for approval goes to the bank only once approved, is decided once, and every answer to an approval or a rejection agrees with it", approvalsDecidedOnce, ""},
+		{"6a", "a payout that waits for approval goes to the bank only once approved, is decided once by another key than its creator, and every answer to an approval or a rejection agrees with it", approvalsDecidedOnce, ""},
 		{"7", "available_minor >= 0 for every customer account, and its held_minor is the sum of its open holds", availableNeverNegative, ""},
 		{"8", "each payout has at most one bank payment, and the ledger's view of it agrees with the bank's", func(ctx context.Context, q database.Querier) ([]string, error) {
 			found, inFlight, err := agreesWithBank(ctx, q, statement)
@@ -600,10 +600,11 @@ var approvalRoutes = []string{idempotency.RouteApprove, idempotency.RouteReject}
 
 // approvalsDecidedOnce finds payouts that needed approval and went on without it (paid,
 // returned, sent to the bank, or processing with its money held, and approved by nobody), were
-// decided and still wait, or were rejected and did not fail; and stored answers to approvals and
-// rejections that say otherwise than the payout: a 200 whose approved_by or rejected_by is not
-// the payout's (two decisions that both won show so), a 422 payout-not-pending-approval for one
-// still waiting, any answer about a payout that does not exist.
+// decided and still wait, were rejected and did not fail, or were decided by the key that asked
+// for them; and stored answers to approvals and rejections that say otherwise than the payout: a
+// 200 whose approved_by or rejected_by is not the payout's (two decisions that both won show so),
+// a 422 payout-not-pending-approval for one still waiting, any answer about a payout that does
+// not exist.
 func approvalsDecidedOnce(ctx context.Context, q database.Querier) ([]string, error) {
 	return lines(ctx, q, `
 		SELECT format('payout %s (%s): approved by %s, rejected by %s, bank payment %s', p.id, p.status,
@@ -612,7 +613,8 @@ func approvalsDecidedOnce(ctx context.Context, q database.Querier) ([]string, er
 			p.approved_by IS NULL AND (p.status IN ('paid', 'returned') OR p.bank_payment_id IS NOT NULL
 				OR p.status = 'processing' AND EXISTS (SELECT 1 FROM holds h WHERE h.payout_id = p.id))
 			OR p.status = 'pending_approval' AND (p.approved_by IS NOT NULL OR p.rejected_by IS NOT NULL)
-			OR p.rejected_by IS NOT NULL AND p.status <> 'failed')
+			OR p.rejected_by IS NOT NULL AND p.status <> 'failed'
+			OR p.created_by_key IN (p.approved_by, p.rejected_by))
 		UNION ALL
 		SELECT format('%s %s of %s answers %s, but %s is %s (approved by %s, rejected by %s)', r.route, r.key, r.owner_id,
 			r.status_code, r.resource_id, COALESCE(p.status, 'missing'), COALESCE(p.approved_by, 'nobody'), COALESCE(p.rejected_by, 'nobody'))

@@ -275,6 +275,9 @@ func TestReconcileFindsBrokenApprovals(t *testing.T) {
 			[]string{`UPDATE payouts SET status = 'processing', failed_at = NULL, failure_reason = NULL` + where(rejected)}},
 		{"an approval answered for another key than the one recorded", "6a: answers 200", true,
 			[]string{`UPDATE payouts SET approved_by = 'key_someone_else'` + where(approved)}},
+		{"a payout approved by the key that asked for it", "6a: approved by key_approver", true,
+			[]string{`ALTER TABLE payouts DROP CONSTRAINT payouts_decided_by_another`,
+				`UPDATE payouts SET created_by_key = 'key_approver'` + where(approved)}},
 		{"two decisions of one payout that both won", "6a: 2 decisions answered 200", false,
 			[]string{`UPDATE idempotency_records SET status_code = 200 WHERE key = '` + late.Key + `'`}},
 	})

@@ -11,6 +11,7 @@ ALTER TABLE payouts
     DROP CONSTRAINT payouts_status_check,
     ADD CONSTRAINT payouts_status_check CHECK (status IN ('processing', 'pending_approval', 'paid', 'failed', 'returned')),
     ADD CONSTRAINT payouts_decided_once CHECK (approved_by IS NULL OR rejected_by IS NULL),
+    ADD CONSTRAINT payouts_decided_by_another CHECK (approved_by IS DISTINCT FROM created_by_key AND rejected_by IS DISTINCT FROM created_by_key),
     ADD CONSTRAINT payouts_decided_if_asked CHECK (approval_due_at IS NOT NULL OR (approved_by IS NULL AND rejected_by IS NULL)),
     ADD CONSTRAINT payouts_waits_if_asked CHECK (status <> 'pending_approval' OR approval_due_at IS NOT NULL);
 DROP INDEX payouts_processing;
@@ -23,6 +24,7 @@ UPDATE payouts SET status = 'processing' WHERE status = 'pending_approval';
 ALTER TABLE payouts
     DROP CONSTRAINT payouts_waits_if_asked,
     DROP CONSTRAINT payouts_decided_if_asked,
+    DROP CONSTRAINT payouts_decided_by_another,
     DROP CONSTRAINT payouts_decided_once,
     DROP CONSTRAINT payouts_status_check,
     ADD CONSTRAINT payouts_status_check CHECK (status IN ('processing', 'paid', 'failed', 'returned')),
