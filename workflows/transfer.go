@@ -63,6 +63,9 @@ func Summary(in TransferInput) string {
 	if in.RefundOf != "" {
 		line = "refund of " + in.RefundOf + ": " + line
 	}
+	if in.ScheduledTransferID != "" {
+		line = fmt.Sprintf("occurrence %d of %s: %s", in.Occurrence, in.ScheduledTransferID, line)
+	}
 	return line
 }
 

@@ -34,6 +34,10 @@ type Problem struct {
 	AuthorizationStatus string `json:"authorization_status,omitempty"`
 	// PayoutStatus is where a payout stands when an approval or a rejection came too late.
 	PayoutStatus string `json:"payout_status,omitempty"`
+	// ScheduledTransferID names the scheduled transfer; ScheduledTransferStatus is where it
+	// stands when a cancellation came after its last occurrence had started.
+	ScheduledTransferID     string `json:"scheduled_transfer_id,omitempty"`
+	ScheduledTransferStatus string `json:"scheduled_transfer_status,omitempty"`
 
 	// RetryAfter, in seconds, is sent as the Retry-After header when positive.
 	RetryAfter int `json:"-"`
@@ -69,6 +73,8 @@ var titles = map[string]string{
 	"authorization-not-pending":     "The authorization is no longer pending",
 	"authorization-pending":         "The authorization's money is not held yet",
 	"capture-exceeds-authorization": "The capture exceeds the authorized amount",
+	"scheduled-transfer-failed":     "The scheduled transfer failed",
+	"scheduled-transfer-not-active": "The scheduled transfer is no longer active",
 	"method-not-allowed":            "Method not allowed",
 	"internal-error":                "Internal error",
 }
