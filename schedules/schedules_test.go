@@ -394,3 +394,70 @@ func TestScheduledTransfersAreListed(t *testing.T) {
 	env.Settled(t, second["workflow_id"].(string))
 	env.Reconcile(t)
 }
+
+// The only worker stops after the first occurrence and stays away past the next two: nothing
+// moves meanwhile. When a worker returns, the schedule's timers have fired: each missed
+// occurrence runs once, in turn, and the schedule completes.
+func TestMissedOccurrencesRunOnceWhenWorkersReturn(t *testing.T) {
+	down := testenv.New(t, "payments_test_schedules_down", testenv.Options{NoWorker: true})
+	first := down.NewWorker(nil)
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := newParties(t, down, 1_000)
+	start := time.Now()
+	st, _ := p.schedule(t, down, "missed", 100, start, `,"interval":"2s","count":3`)
+	id := st["id"].(string)
+	testenv.WaitFor(t, "the first occurrence to complete", func() bool {
+		tr := occurrences(t, down, p.alice, id)[1]
+		return tr != nil && tr["status"] == "completed"
+	})
+	first.Stop()
+	time.Sleep(time.Until(start.Add(4*time.Second)) + 2*time.Second) // past both other due times
+	if got := occurrences(t, down, p.alice, id); len(got) != 1 {
+		t.Fatalf("%d occurrences while no worker ran, want 1", len(got))
+	}
+	wantBalances(t, down, "while no worker ran", p, 900, 100)
+
+	second := down.NewWorker(nil)
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(second.Stop)
+	if down.Settled(t, st["workflow_id"].(string)) != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatal("the schedule's run did not complete")
+	}
+	for _, tr := range occurrences(t, down, p.alice, id) {
+		down.Settled(t, tr["workflow_id"].(string))
+	}
+	wantOccurrences(t, down, p, st, "completed", "completed", "completed")
+	wantBalances(t, down, "after the worker returned", p, 700, 300)
+	if got := get(t, down, p.alice, id); got["status"] != "completed" || got["occurrences"] != 3.0 {
+		t.Fatalf("after the worker returned: %v", got)
+	}
+	down.Reconcile(t)
+}
+
+// TestRecordHistories writes a real history of every path of the ScheduledTransfer workflow
+// (completed after two occurrences, once, cancelled while waiting, activated through an API
+// without a worker, its answer asked by Update), which workflows' tests replay against every
+// later change. Run it when the workflow changes, with a new version suffix
+// (testenv.RecordCommand).
+func TestRecordHistories(t *testing.T) {
+	testenv.SkipUnlessRecording(t)
+	p := newParties(t, env, 1_000)
+	wf := func(key string) string { return "scheduled-transfer/" + p.aliceID + "/" + key }
+	now := time.Now()
+	p.schedule(t, env, "rec-completed", 10, now, `,"interval":"1s","count":2`)
+	p.schedule(t, env, "rec-once", 10, now, "")
+	cancelled, _ := p.schedule(t, env, "rec-cancelled", 10, now.Add(time.Hour), `,"interval":"1h"`)
+	if r := env.Do(t, "DELETE", "/v1/scheduled-transfers/"+cancelled["id"].(string), p.alice, "", ""); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	split := env.With(t, testenv.Options{Split: true})
+	p.schedule(t, split, "rec-asked", 10, now, "")
+	for _, path := range []string{"completed", "once", "cancelled", "asked"} {
+		env.Settled(t, wf("rec-"+path))
+		env.RecordHistory(t, testenv.ScheduledHistory, path, wf("rec-"+path), "")
+	}
+}
