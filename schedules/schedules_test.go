@@ -461,3 +461,30 @@ func TestRecordHistories(t *testing.T) {
 		env.RecordHistory(t, testenv.ScheduledHistory, path, wf("rec-"+path), "")
 	}
 }
+
+// Through an API without a worker in its process (`payments api`), the 201 is asked of the run
+// by Update and replayed as stored; its one occurrence (no interval) completes, and a duplicate
+// sent to the other API shape gets the same bytes.
+func TestOnceThroughAnAPIWithoutAWorker(t *testing.T) {
+	split := env.With(t, testenv.Options{Split: true})
+	p := newParties(t, split, 500)
+	st, body, first := p.scheduled(t, split, "once", 200, time.Now(), `,"description":"one-off"`)
+	if st["interval"] != nil || st["count"] != nil || st["description"] != "one-off" {
+		t.Fatalf("a scheduled transfer once: %v", st)
+	}
+	if env.Settled(t, st["workflow_id"].(string)) != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatal("the schedule's run did not complete")
+	}
+	for _, tr := range occurrences(t, split, p.alice, st["id"].(string)) {
+		env.Settled(t, tr["workflow_id"].(string))
+	}
+	wantOccurrences(t, split, p, st, "completed")
+	wantBalances(t, split, "after the one occurrence", p, 300, 200)
+	for _, api := range []*testenv.Env{split, env} {
+		again := api.Do(t, "POST", "/v1/scheduled-transfers", p.alice, "once", body)
+		if again.Status != http.StatusCreated || string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("replay: %d %s", again.Status, again.Body)
+		}
+	}
+	env.Reconcile(t)
+}

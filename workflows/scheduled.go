@@ -66,13 +66,8 @@ var ScheduledTransferStatus = temporal.NewSearchAttributeKeyKeyword("ScheduledTr
 
 // ScheduledTransferSearchAttributes are the attributes a scheduled transfer starts with.
 func ScheduledTransferSearchAttributes(in ScheduledTransferInput) temporal.SearchAttributes {
-	return temporal.NewSearchAttributes(
-		ScheduledTransferStatus.ValueSet(string(ledger.ScheduledPending)),
-		FromAccount.ValueSet(in.FromAccountID),
-		ToAccount.ValueSet(in.ToAccountID),
-		Currency.ValueSet(in.Currency),
-		AmountMinor.ValueSet(in.AmountMinor),
-	)
+	return movementAttributes(ScheduledTransferStatus.ValueSet(string(ledger.ScheduledPending)),
+		in.FromAccountID, in.ToAccountID, in.Currency, in.AmountMinor)
 }
 
 // ScheduledTransferSummary is the one line the Temporal UI shows for a scheduled transfer: ids,

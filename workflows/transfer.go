@@ -47,13 +47,14 @@ var (
 
 // SearchAttributes are the attributes a transfer starts with.
 func SearchAttributes(in TransferInput) temporal.SearchAttributes {
-	return temporal.NewSearchAttributes(
-		TransferStatus.ValueSet(string(ledger.TransferPending)),
-		FromAccount.ValueSet(in.From),
-		ToAccount.ValueSet(in.To),
-		Currency.ValueSet(in.Currency),
-		AmountMinor.ValueSet(in.AmountMinor),
-	)
+	return movementAttributes(TransferStatus.ValueSet(string(ledger.TransferPending)), in.From, in.To, in.Currency, in.AmountMinor)
+}
+
+// movementAttributes are the attributes a run that moves amount of currency from one account to
+// another starts with: its status (its kind's attribute), the accounts, the currency, the amount.
+func movementAttributes(status temporal.SearchAttributeUpdate, from, to, currency string, amount int64) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(status, FromAccount.ValueSet(from), ToAccount.ValueSet(to),
+		Currency.ValueSet(currency), AmountMinor.ValueSet(amount))
 }
 
 // Summary is the one line the Temporal UI shows for a transfer or a refund. It never holds the

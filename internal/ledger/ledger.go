@@ -119,6 +119,16 @@ func NewID(prefix string) string {
 // shown before and after a round trip through the database is the same.
 func UTC(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
+// utcAll sets each of the times that is not nil to UTC (for the nullable times a row holds).
+func utcAll(times ...**time.Time) {
+	for _, t := range times {
+		if *t != nil {
+			u := UTC(**t)
+			*t = &u
+		}
+	}
+}
+
 const accountColumns = `id, currency, name, balance_minor, created_at, owner_id, kind, held_minor, COALESCE(account_number, ''), metadata`
 
 func scanAccount(row pgx.Row) (Account, error) {

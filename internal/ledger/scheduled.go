@@ -75,12 +75,7 @@ func scanScheduled(row pgx.Row) (ScheduledTransfer, error) {
 		return st, ErrNotFound
 	}
 	st.StartAt, st.CreatedAt = UTC(st.StartAt), UTC(st.CreatedAt)
-	for _, t := range []**time.Time{&st.NextRunAt, &st.CompletedAt, &st.CancelledAt} {
-		if *t != nil {
-			u := UTC(**t)
-			*t = &u
-		}
-	}
+	utcAll(&st.NextRunAt, &st.CompletedAt, &st.CancelledAt)
 	return st, err
 }
 
