@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/enums/v1"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/payments/payments/activities"
@@ -353,6 +354,15 @@ func TestScheduledTransfersAreListed(t *testing.T) {
 	second, _ := p.schedule(t, env, "list-2", 10, later, `,"interval":"24h"`)
 	if r := env.Do(t, "DELETE", "/v1/scheduled-transfers/"+first["id"].(string), p.alice, "", ""); r.Status != http.StatusOK {
 		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	// The Temporal UI shows when the next occurrence runs: the run's current details.
+	q, err := env.Temporal.QueryWorkflow(context.Background(), second["workflow_id"].(string), "", "__temporal_workflow_metadata") // internal.QueryTypeWorkflowMetadata: the UI reads it
+	var meta sdkpb.WorkflowMetadata
+	if err == nil {
+		err = q.Get(&meta)
+	}
+	if want := "next: occurrence 1 at " + later.UTC().Format(time.RFC3339); err != nil || meta.GetCurrentDetails() != want {
+		t.Fatalf("the run's current details: %q (%v), want %q", meta.GetCurrentDetails(), err, want)
 	}
 	list := func(key, query string) ([]any, any) {
 		r := env.Do(t, "GET", "/v1/scheduled-transfers"+query, key, "", "")
