@@ -8,11 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/enums/v1"
 	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/payments/payments/activities"
+	"github.com/payments/payments/api/request"
+	"github.com/payments/payments/internal/idempotency"
+	"github.com/payments/payments/internal/ledger"
 	"github.com/payments/payments/rig/testenv"
 )
 
@@ -495,6 +499,52 @@ func TestOnceThroughAnAPIWithoutAWorker(t *testing.T) {
 		if again.Status != http.StatusCreated || string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("replay: %d %s", again.Status, again.Body)
 		}
+	}
+	env.Reconcile(t)
+}
+
+// A claim left without its run (the API died between the claim and the start) is started by
+// the recovery pass: the schedule activates, its occurrence runs once, and the client's retry is
+// answered with the 201 the run stored.
+func TestAClaimLeftWithoutItsRunIsStartedByTheRecoveryPass(t *testing.T) {
+	p := newParties(t, env, 500)
+	ctx := context.Background()
+	body := scheduleBody(p.from, p.to, 120, time.Now(), "")
+	req, sch, fp, err := request.DecodeScheduledTransfer([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := idempotency.Scope{OwnerID: p.aliceID, Route: idempotency.RouteScheduledTransfers, Key: "abandoned"}
+	id := scope.ScheduledTransferID(0)
+	if err := env.Ledger.InTx(ctx, func(tx pgx.Tx) error { // as the API claims it, before it died
+		if _, _, err := idempotency.Claim(ctx, tx, scope, fp, id); err != nil {
+			return err
+		}
+		return ledger.InsertScheduledTransfer(ctx, tx, ledger.ScheduledTransfer{ID: id, OwnerID: p.aliceID,
+			FromAccountID: req.FromAccountID, ToAccountID: req.ToAccountID, AmountMinor: req.AmountMinor, Currency: req.Currency,
+			StartAt: sch.StartAt, WorkflowID: scope.WorkflowID()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, env, p.alice, id); got["status"] != "pending" || got["next_run_at"] == nil {
+		t.Fatalf("the abandoned claim: %v", got)
+	}
+	tally, err := env.Schedules.ResolveStale(ctx, 0)
+	if err != nil || tally.Started < 1 {
+		t.Fatalf("the recovery pass: %+v %v", tally, err)
+	}
+	if env.Settled(t, scope.WorkflowID()) != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatal("the recovered schedule's run did not complete")
+	}
+	st := get(t, env, p.alice, id)
+	for _, tr := range occurrences(t, env, p.alice, id) {
+		env.Settled(t, tr["workflow_id"].(string))
+	}
+	wantOccurrences(t, env, p, st, "completed")
+	wantBalances(t, env, "after the recovered occurrence", p, 380, 120)
+	retry := env.Do(t, "POST", "/v1/scheduled-transfers", p.alice, "abandoned", body)
+	if retry.Status != http.StatusCreated || retry.Header.Get("Idempotent-Replayed") != "true" || retry.JSON(t)["id"] != id {
+		t.Fatalf("the client's retry: %d %s", retry.Status, retry.Body)
 	}
 	env.Reconcile(t)
 }
