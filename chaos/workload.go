@@ -247,10 +247,10 @@ func (w *workload) draw(rng *rand.Rand, n int) *op {
 		o.Kind, o.Owner = kindPayout, rng.IntN(owners)
 		o.Amount = 1 + rng.Int64N(20_000)
 	case p < 45:
-		if a := w.earlier(rng, n, kindAuthorize); a != nil && p < 40 {
+		if a := w.earlier(rng, n, kindAuthorize); a != nil && p < 42 {
 			// The payee decides: a capture (all, or part) or a void, racing the expiry.
 			o.Kind, o.Ref, o.Owner, o.From, o.To = kindVoid, a.N, w.ownerOf(a.To), a.From, a.To
-			if rng.IntN(3) > 0 {
+			if rng.IntN(2) > 0 {
 				o.Kind = kindCapture
 				if rng.IntN(2) == 0 {
 					o.Amount = 1 + rng.Int64N(a.Amount)
@@ -261,8 +261,8 @@ func (w *workload) draw(rng *rand.Rand, n int) *op {
 		}
 		o.Kind, o.Owner = kindAuthorize, rng.IntN(owners)
 		o.Amount = 1 + rng.Int64N(30_000)
-	case p < 52:
-		if st := w.earlier(rng, n, kindSchedule); st != nil && p < 47 {
+	case p < 55:
+		if st := w.earlier(rng, n, kindSchedule); st != nil && p < 50 {
 			// Its payer cancels it, racing its occurrences.
 			o.Kind, o.Ref, o.Owner, o.From, o.To = kindCancel, st.N, st.Owner, st.From, st.To
 			return o
