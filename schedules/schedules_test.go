@@ -216,6 +216,17 @@ func TestAnOccurrenceFiredTwiceMovesMoneyOnce(t *testing.T) {
 		t.Fatalf("occurrence 1 is %v, the firings answered %s", got, fired[0].TransferID)
 	}
 	wantBalances(t, env, "after two occurrences, the first fired four times", p, 500, 500)
+	// Fired again once its idempotency record has expired (the cleanup deleted it): the ledger
+	// still knows the occurrence's transfer, and answers with it.
+	if _, err := env.DB.Exec(ctx, `DELETE FROM idempotency_records WHERE route = $1 AND key = $2`,
+		idempotency.RouteOccurrence, id+"/1"); err != nil {
+		t.Fatal(err)
+	}
+	if late, err := env.Schedules.SubmitOccurrence(ctx, row, 1); err != nil || late.TransferID != fired[0].TransferID || late.TransferStatus != "completed" {
+		t.Fatalf("occurrence 1 fired after its record expired: %+v %v", late, err)
+	}
+	wantOccurrences(t, env, p, st, "completed", "completed")
+	wantBalances(t, env, "after occurrence 1 fired once more", p, 500, 500)
 	if n := env.Count(t, `SELECT count(*) FROM entries e JOIN transfers t ON t.id = e.transfer_id WHERE t.scheduled_transfer_id = $1`, id); n != 4 {
 		t.Fatalf("the two occurrences have %d entries, want 4", n)
 	}
