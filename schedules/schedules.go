@@ -15,8 +15,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/payments/payments/activities"
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/idempotency"
@@ -78,7 +76,7 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 // duplicate runs it as claimed.
 func (s *Service) claim(r Request, in *workflows.ScheduledTransferInput) operation.Claim {
 	return operation.Claim{Scope: r.Scope, Fingerprint: r.Fingerprint, Uses: ledger.ScheduledTransfersUnder, NewID: r.Scope.ScheduledTransferID,
-		Then: func(ctx context.Context, tx pgx.Tx, c operation.Claimed) error {
+		Then: operation.RowClaim(func(c operation.Claimed) ledger.ScheduledTransfer {
 			st := ledger.ScheduledTransfer{ID: c.ID, OwnerID: r.Scope.OwnerID, FromAccountID: r.From, ToAccountID: r.To,
 				AmountMinor: r.AmountMinor, Currency: r.Currency, StartAt: r.StartAt.UTC().Truncate(time.Microsecond),
 				Count: r.Count, IntervalMS: r.Every.Milliseconds(), WorkflowID: c.WorkflowID, Description: r.Description,
@@ -86,19 +84,9 @@ func (s *Service) claim(r Request, in *workflows.ScheduledTransferInput) operati
 			if r.Interval != "" {
 				st.Interval = &r.Interval
 			}
-			if !c.Created {
-				if claimed, err := ledger.ClaimedScheduledTransfer(ctx, tx, c.ID); err == nil {
-					st = claimed
-				} else if !errors.Is(err, ledger.ErrNotFound) {
-					return err
-				}
-			}
-			*in = s.input(r.Scope, st)
-			if !c.Created {
-				return nil
-			}
-			return ledger.InsertScheduledTransfer(ctx, tx, st)
-		}}
+			return st
+		}, ledger.ClaimedScheduledTransfer, ledger.ErrNotFound, ledger.InsertScheduledTransfer,
+			func(st ledger.ScheduledTransfer) { *in = s.input(r.Scope, st) })}
 }
 
 // input is the run's input for st, claimed under scope: it starts from the occurrence the
