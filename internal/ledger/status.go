@@ -94,8 +94,3 @@ const (
 	// ScheduledCancelled: cancelled by its owner; no occurrence starts after it. Final.
 	ScheduledCancelled ScheduledTransferStatus = "cancelled"
 )
-
-// Ended reports whether s is an end: no occurrence will start.
-func (s ScheduledTransferStatus) Ended() bool {
-	return s == ScheduledCompleted || s == ScheduledCancelled
-}
