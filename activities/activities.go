@@ -2,12 +2,14 @@
 // ledger and the bank. Each is safe to run more than once. One file per capability: transfer.go
 // (posting a transfer), payout.go (holding a payout's money, the bank's instruction, settling),
 // payin.go (crediting a bank credit), authorization.go (holding, capturing,
-// voiding and expiring an authorization), webhook.go (delivering events to clients' endpoints),
+// voiding and expiring an authorization), scheduled.go (activating a scheduled transfer and
+// starting its occurrences), webhook.go (delivering events to clients' endpoints),
 // cleanup.go (the idempotency cleanup). The recovery of claims left pending is the services'
 // (operation.Recovery), registered beside these by the worker.
 package activities
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/payments/payments/internal/bank"
@@ -34,6 +36,16 @@ type Activities struct {
 	// Webhooks sends webhook deliveries: webhook.Policy.Client, which refuses addresses the
 	// policy does not allow at connect time.
 	Webhooks *http.Client
+	// ScheduledAnswer makes the answer of a scheduled transfer's request; Occurrences submits
+	// its occurrences, each an ordinary transfer (schedules.Service).
+	ScheduledAnswer ledger.ScheduledAnswer
+	Occurrences     Occurrences
+}
+
+// Occurrences submits the transfer of an occurrence of a scheduled transfer, once per occurrence
+// however often it is asked, and says how it stands.
+type Occurrences interface {
+	SubmitOccurrence(ctx context.Context, st ledger.ScheduledTransfer, n int) (Occurred, error)
 }
 
 // AnswerHook hears of each operation's answer the moment it commits in this process.

@@ -137,3 +137,14 @@ var pastTense = map[ledger.Action]string{ledger.ActionCapture: "captured", ledge
 func authorizationResponse(status int, a ledger.Authorization) idempotency.Response {
 	return jsonAnswer(status, "/v1/authorizations/"+a.ID, a)
 }
+
+// ScheduledTransferAnswer is the answer to a scheduled transfer's request, as the API gives it:
+// 201 with the scheduled transfer as its run activated it. Stored in the transaction that
+// activates it (ledger.ScheduledAnswer) and replayed byte for byte.
+func ScheduledTransferAnswer(st ledger.ScheduledTransfer) idempotency.Response {
+	return scheduledResponse(http.StatusCreated, st)
+}
+
+func scheduledResponse(status int, st ledger.ScheduledTransfer) idempotency.Response {
+	return jsonAnswer(status, "/v1/scheduled-transfers/"+st.ID, st)
+}

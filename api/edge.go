@@ -225,10 +225,11 @@ func limitParam(c echo.Context) (int, error) {
 var listParams = []string{"account_id", "status", "created_after", "created_before", "limit", "cursor"}
 
 // listFilter reads a list's query: account_id (one of the caller's accounts, else 404),
-// status (one of statuses), created_after and created_before (RFC 3339), limit and cursor.
-func (s *Server) listFilter(c echo.Context, statuses []string) (ledger.Filter, error) {
+// status (one of statuses), created_after and created_before (RFC 3339), limit and cursor, and
+// those of extra: scheduled_transfer_id (one the caller sees, else 404).
+func (s *Server) listFilter(c echo.Context, statuses []string, extra ...string) (ledger.Filter, error) {
 	var f ledger.Filter
-	if err := queryParams(c, listParams...); err != nil {
+	if err := queryParams(c, slices.Concat(listParams, extra)...); err != nil {
 		return f, err
 	}
 	var err error
@@ -258,6 +259,11 @@ func (s *Server) listFilter(c echo.Context, statuses []string) (ledger.Filter, e
 	if f.AccountID != "" {
 		if _, err := s.Ledger.Account(c.Request().Context(), owner(c), f.AccountID); err != nil {
 			return f, notFound(err, "account")
+		}
+	}
+	if f.ScheduledTransferID = c.QueryParam("scheduled_transfer_id"); f.ScheduledTransferID != "" && slices.Contains(extra, "scheduled_transfer_id") {
+		if _, err := s.Ledger.ScheduledTransfer(c.Request().Context(), owner(c), f.ScheduledTransferID); err != nil {
+			return f, notFound(err, "scheduled transfer")
 		}
 	}
 	return f, nil

@@ -81,6 +81,8 @@ func nameOperation(p *problem.Problem, kind operation.Kind, id string) {
 		p.PayoutID = id
 	case operation.KindAuthorization:
 		p.AuthorizationID = id
+	case operation.KindScheduled:
+		p.ScheduledTransferID = id
 	default:
 		p.TransferID = id
 	}

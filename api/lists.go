@@ -11,7 +11,7 @@ import (
 
 // listTransfers is GET /v1/transfers: the caller's transfers, newest first (docs/contract.md §8).
 func (s *Server) listTransfers(c echo.Context) error {
-	return listed(s, c, []string{"pending", "completed", "rejected", "failed"}, s.Ledger.Transfers)
+	return listed(s, c, []string{"pending", "completed", "rejected", "failed"}, s.Ledger.Transfers, "scheduled_transfer_id")
 }
 
 // listPayouts is GET /v1/payouts: the payouts of the caller's accounts, newest first.
@@ -26,10 +26,10 @@ func (s *Server) listAuthorizations(c echo.Context) error {
 }
 
 // listed answers a list: the page fetch reads for the caller with the query's filter (statuses
-// are those the filter takes).
+// are those the filter takes, extra the parameters this list takes beside listParams).
 func listed[T any](s *Server, c echo.Context, statuses []string,
-	fetch func(ctx context.Context, ownerID string, f ledger.Filter) (ledger.Page[T], error)) error {
-	f, err := s.listFilter(c, statuses)
+	fetch func(ctx context.Context, ownerID string, f ledger.Filter) (ledger.Page[T], error), extra ...string) error {
+	f, err := s.listFilter(c, statuses, extra...)
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,8 @@ func TestEachRouteNeedsItsScope(t *testing.T) {
 	}
 	transfer := paid.JSON(t)["id"].(string)
 	payout := fmt.Sprintf(`{"account_id":%q,"amount_minor":50,"currency":"USD","destination":{"account_number":"000123456789","bank_code":"BANKUS33"}}`, from)
+	scheduled := fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":3,"currency":"USD","start_at":%q}`,
+		from, to, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
 	routes := []struct {
 		method, path, missing, body string
 		scope                       auth.Scope
@@ -75,6 +77,10 @@ func TestEachRouteNeedsItsScope(t *testing.T) {
 		{"POST", "/v1/webhook-endpoints", "", `{"url":"http://127.0.0.1:9/h","event_types":["*"]}`, auth.ScopeWebhooks},
 		{"GET", "/v1/webhook-endpoints", "", "", auth.ScopeRead},
 		{"DELETE", "/v1/webhook-endpoints/we_missing", "", "", auth.ScopeWebhooks},
+		{"POST", "/v1/scheduled-transfers", "", scheduled, auth.ScopeTransfers},
+		{"GET", "/v1/scheduled-transfers", "", "", auth.ScopeRead},
+		{"GET", "/v1/scheduled-transfers/st_missing", "", "", auth.ScopeRead},
+		{"DELETE", "/v1/scheduled-transfers/st_missing", "", "", auth.ScopeTransfers},
 	}
 	for _, r := range routes {
 		lacking := []string{keyOf(t, name, allBut(r.scope)...)}

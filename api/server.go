@@ -25,6 +25,7 @@ import (
 	"github.com/payments/payments/internal/webhook"
 	"github.com/payments/payments/payins"
 	"github.com/payments/payments/payouts"
+	"github.com/payments/payments/schedules"
 	"github.com/payments/payments/transfers"
 )
 
@@ -39,6 +40,7 @@ type Server struct {
 	Payouts        *payouts.Service
 	Payins         *payins.Service
 	Authorizations *authorizations.Service
+	Schedules      *schedules.Service
 	Webhooks       *deliveries.Service
 	// WebhookURLs decides which URLs an endpoint may have (PAYMENTS_WEBHOOK_ALLOW_INSECURE).
 	WebhookURLs webhook.Policy
@@ -105,6 +107,10 @@ func (s *Server) Handler() *echo.Echo {
 	v1.GET("/authorizations/:id", s.getAuthorization, read...)
 	v1.POST("/authorizations/:id/capture", s.captureAuthorization, transfers...)
 	v1.POST("/authorizations/:id/void", s.voidAuthorization, transfers...)
+	v1.POST("/scheduled-transfers", s.createScheduledTransfer, transfers...)
+	v1.GET("/scheduled-transfers", s.listScheduledTransfers, read...)
+	v1.GET("/scheduled-transfers/:id", s.getScheduledTransfer, read...)
+	v1.DELETE("/scheduled-transfers/:id", s.cancelScheduledTransfer, transfers...)
 	v1.GET("/events", s.listEvents, read...)
 	v1.POST("/webhook-endpoints", s.createEndpoint, webhooks...)
 	v1.GET("/webhook-endpoints", s.listEndpoints, read...)

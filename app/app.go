@@ -24,6 +24,7 @@ import (
 	"github.com/payments/payments/internal/webhook"
 	"github.com/payments/payments/payins"
 	"github.com/payments/payments/payouts"
+	"github.com/payments/payments/schedules"
 	"github.com/payments/payments/transfers"
 	"github.com/payments/payments/worker"
 	"github.com/payments/payments/workflows"
@@ -57,6 +58,7 @@ type App struct {
 	Payins         *payins.Service
 	Webhooks       *deliveries.Service
 	Authorizations *authorizations.Service
+	Schedules      *schedules.Service
 	Bank           bank.Rail
 	settings       Settings
 	log            *slog.Logger
@@ -75,9 +77,11 @@ func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listen
 	l.Wake = hooks.Wake
 	runner := &operation.Runner{Client: c, Converter: s.Converter, Claims: l, TaskQueue: workflows.TaskQueue, SyncWait: s.SyncWait,
 		Eager: listener != nil, Listener: listener}
+	xfers := &transfers.Service{Runner: runner, Ledger: l, Answer: api.TransferAnswer, TTL: s.TTL, RetryFor: s.RetryFor}
 	return &App{
 		Ledger: l, Temporal: c, settings: s, log: log, listener: listener,
-		Transfers: &transfers.Service{Runner: runner, Ledger: l, Answer: api.TransferAnswer, TTL: s.TTL, RetryFor: s.RetryFor},
+		Transfers: xfers,
+		Schedules: &schedules.Service{Runner: runner, Ledger: l, Transfers: xfers, TTL: s.TTL, RetryFor: s.RetryFor, Log: log},
 		Payouts: &payouts.Service{Runner: runner, Ledger: l, TTL: s.TTL, RetryFor: s.RetryFor,
 			BankRetryFor: s.Bank.RetryFor, PollAfter: s.Bank.PollAfter, ReturnWindow: s.Bank.ReturnWindow,
 			Approvals: s.Approvals, Answer: api.ApprovalAnswer},
@@ -93,20 +97,21 @@ func New(db *pgxpool.Pool, c client.Client, s Settings, log *slog.Logger, listen
 func (a *App) Worker() sdkworker.Worker {
 	acts := &activities.Activities{Ledger: a.Ledger, Answer: api.TransferAnswer, PayoutAnswer: api.PayoutAnswer,
 		AuthorizationAnswer: api.AuthorizationAnswer, ApprovalAnswer: api.ApprovalAnswer,
-		Bank: a.Bank, Webhooks: a.policy().Client(a.settings.Webhooks.Timeout)}
+		Bank: a.Bank, Webhooks: a.policy().Client(a.settings.Webhooks.Timeout),
+		ScheduledAnswer: api.ScheduledTransferAnswer, Occurrences: a.Schedules}
 	if a.listener != nil {
 		acts.OnAnswer = a.listener
 	}
-	// The recovery pass: the transfers, the payouts and the authorizations left pending, and the
-	// webhook endpoints behind.
-	return worker.New(a.Temporal, acts, operation.Recovery{a.Transfers, a.Payouts, a.Authorizations, a.Webhooks})
+	// The recovery pass: the transfers, the payouts, the authorizations and the scheduled
+	// transfers left pending, and the webhook endpoints behind.
+	return worker.New(a.Temporal, acts, operation.Recovery{a.Transfers, a.Payouts, a.Authorizations, a.Schedules, a.Webhooks})
 }
 
 // Server returns the HTTP API.
 func (a *App) Server() *api.Server {
 	return &api.Server{DB: a.Ledger.DB, Ledger: a.Ledger, Transfers: a.Transfers, Payouts: a.Payouts, Payins: a.Payins,
-		Authorizations: a.Authorizations,
-		Webhooks:       a.Webhooks, WebhookURLs: a.policy(), Temporal: a.Temporal, BankSecret: []byte(a.settings.Bank.Secret), TTL: a.settings.TTL, Log: a.log,
+		Authorizations: a.Authorizations, Schedules: a.Schedules,
+		Webhooks: a.Webhooks, WebhookURLs: a.policy(), Temporal: a.Temporal, BankSecret: []byte(a.settings.Bank.Secret), TTL: a.settings.TTL, Log: a.log,
 		Limits: &api.RateLimits{PerSecond: a.settings.RateLimit}}
 }
 

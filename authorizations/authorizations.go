@@ -7,11 +7,8 @@ package authorizations
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/payments/payments/internal/config"
 	"github.com/payments/payments/internal/idempotency"
@@ -67,23 +64,12 @@ func (s *Service) Submit(ctx context.Context, r Request) (Answer, error) {
 // pending, is its row. A duplicate runs it as claimed: its expiry is the row's.
 func (s *Service) claim(r Request, in *workflows.AuthorizationInput) operation.Claim {
 	return operation.Claim{Scope: r.Scope, Fingerprint: r.Fingerprint, Uses: ledger.AuthorizationsUnder, NewID: r.Scope.AuthorizationID,
-		Then: func(ctx context.Context, tx pgx.Tx, c operation.Claimed) error {
-			au := ledger.Authorization{ID: c.ID, FromAccountID: r.From, ToAccountID: r.To, AmountMinor: r.AmountMinor,
+		Then: operation.RowClaim(func(c operation.Claimed) ledger.Authorization {
+			return ledger.Authorization{ID: c.ID, FromAccountID: r.From, ToAccountID: r.To, AmountMinor: r.AmountMinor,
 				Currency: r.Currency, ExpiresAt: time.Now().UTC().Add(r.ExpiresIn).Truncate(time.Microsecond),
 				WorkflowID: c.WorkflowID, Description: r.Description, Metadata: r.Metadata}
-			if !c.Created {
-				if claimed, err := ledger.ClaimedAuthorization(ctx, tx, c.ID); err == nil {
-					au = claimed
-				} else if !errors.Is(err, ledger.ErrNotFound) {
-					return err
-				}
-			}
-			*in = s.input(r.Scope, au)
-			if !c.Created {
-				return nil
-			}
-			return ledger.InsertAuthorization(ctx, tx, au)
-		}}
+		}, ledger.ClaimedAuthorization, ledger.ErrNotFound, ledger.InsertAuthorization,
+			func(au ledger.Authorization) { *in = s.input(r.Scope, au) })}
 }
 
 func (s *Service) input(scope idempotency.Scope, au ledger.Authorization) workflows.AuthorizationInput {

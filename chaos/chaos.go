@@ -216,14 +216,15 @@ func (s *system) heal(ctx context.Context) error {
 }
 
 // drain waits until nothing is pending: no transfer or refund pending, no payout processing, no
-// authorization held, no operation's workflow running.
+// authorization held, no scheduled transfer active, no operation's workflow running.
 func (w *workload) drain(ctx context.Context, s *system) error {
 	deadline := time.Now().Add(drainBound)
 	for {
 		var pending int
 		err := s.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM transfers WHERE status = 'pending')
 			+ (SELECT count(*) FROM payouts WHERE status = 'processing')
-			+ (SELECT count(*) FROM authorizations WHERE status IN ('pending', 'authorized'))`).Scan(&pending)
+			+ (SELECT count(*) FROM authorizations WHERE status IN ('pending', 'authorized'))
+			+ (SELECT count(*) FROM scheduled_transfers WHERE status IN ('pending', 'active'))`).Scan(&pending)
 		running, rerr := runningWorkflows(ctx, s)
 		if err == nil && rerr == nil && pending == 0 && running == 0 {
 			return nil

@@ -36,7 +36,7 @@ func TestShortChaosRun(t *testing.T) {
 	if len(r.Violations) > 0 {
 		t.Fatalf("%d violations (seed %d)", len(r.Violations), seed)
 	}
-	for _, kind := range []string{kindAuthorize, kindCapture, kindVoid} {
+	for _, kind := range []string{kindAuthorize, kindCapture, kindVoid, kindSchedule, kindCancel} {
 		if r.Ops[kind] == 0 {
 			t.Fatalf("the run made no %s: %v", kind, r.Ops)
 		}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/payments/payments/internal/bank"
@@ -122,6 +123,10 @@ func (c *checker) answer(ctx context.Context, o *op, first answer) {
 		c.authorization(ctx, o, first)
 	case kindCapture, kindVoid:
 		c.decision(ctx, o, first)
+	case kindSchedule:
+		c.scheduled(ctx, o, first)
+	case kindCancel:
+		c.cancel(ctx, o, first)
 	case kindEndpoint:
 		if first.Status != http.StatusCreated || first.field("id") == "" || first.field("secret") == "" {
 			c.add(o, "unexpected answer %s", first)
@@ -244,6 +249,83 @@ func (c *checker) decision(ctx context.Context, o *op, a answer) {
 	}
 }
 
+// scheduled checks a scheduled transfer's answer against the ledger: the schedule asked for,
+// ended after the drain (completed with all its occurrences started, or cancelled), and each of
+// its occurrences started exactly one transfer, final, of the amount between the accounts asked.
+func (c *checker) scheduled(ctx context.Context, o *op, a answer) {
+	id := a.field("id")
+	if a.Status != http.StatusCreated || a.field("status") != "active" {
+		c.add(o, "unexpected answer %s", a)
+		return
+	}
+	var status, from, to string
+	var amount int64
+	var count, started int
+	if err := c.db.QueryRow(ctx, `SELECT status, amount_minor, from_account_id, to_account_id, count, occurrences
+		FROM scheduled_transfers WHERE id = $1`, id).Scan(&status, &amount, &from, &to, &count, &started); err != nil {
+		c.add(o, "scheduled transfer %s answered %d is not in the ledger (%v)", id, a.Status, err)
+		return
+	}
+	switch {
+	case amount != o.Amount || from != o.From || to != o.To || count != o.Count:
+		c.add(o, "scheduled transfer %s moves %d from %s to %s %d times, the request asked %d from %s to %s %d times",
+			id, amount, from, to, count, o.Amount, o.From, o.To, o.Count)
+	case status == "completed" && started != count, status != "completed" && status != "cancelled":
+		c.add(o, "scheduled transfer %s is %s after %d of %d occurrences, after the drain", id, status, started, count)
+	}
+	rows, _ := c.db.Query(ctx, `SELECT t.id, t.occurrence FROM transfers t WHERE t.scheduled_transfer_id = $1 ORDER BY t.occurrence`, id)
+	var ids []string
+	var numbers []int
+	var tid string
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&tid, &n}, func() error { ids, numbers = append(ids, tid), append(numbers, n); return nil }); err != nil {
+		c.add(o, "reading the occurrences of %s: %v", id, err)
+		return
+	}
+	if len(numbers) != started {
+		c.add(o, "scheduled transfer %s started %d occurrences, which made %d transfers (%v)", id, started, len(numbers), numbers)
+	}
+	for i, n := range numbers {
+		if n != i+1 {
+			c.add(o, "scheduled transfer %s's occurrences are %v, not 1 to %d", id, numbers, started)
+			break
+		}
+		p, _ := c.posting(ctx, ids[i])
+		status, entries := "completed", 2
+		if p.Status == "rejected" {
+			status, entries = "rejected", 0
+		}
+		c.posted(ctx, o, ids[i], status, entries)
+	}
+}
+
+// cancel checks a cancellation's answer against the ledger: 200 with the schedule cancelled as
+// the ledger holds it (no occurrence started after it), or 422 for one that had completed.
+func (c *checker) cancel(ctx context.Context, o *op, a answer) {
+	var status string
+	var started int
+	if err := c.db.QueryRow(ctx, `SELECT status, occurrences FROM scheduled_transfers WHERE id = $1`, o.Target).
+		Scan(&status, &started); err != nil {
+		c.add(o, "scheduled transfer %s is not in the ledger (%v)", o.Target, err)
+		return
+	}
+	var shown struct {
+		Status      string `json:"status"`
+		Occurrences int    `json:"occurrences"`
+	}
+	_ = json.Unmarshal([]byte(a.Body), &shown)
+	switch {
+	case a.Status == http.StatusOK && (status != "cancelled" || shown.Status != "cancelled" || shown.Occurrences != started):
+		c.add(o, "a cancel answered %s, but scheduled transfer %s is %s after %d occurrences", a, o.Target, status, started)
+	case a.Status == http.StatusUnprocessableEntity && a.field("type") == "/problems/scheduled-transfer-not-active":
+		if status != "completed" {
+			c.add(o, "refused as not active, but scheduled transfer %s is %s", o.Target, status)
+		}
+	case a.Status != http.StatusOK:
+		c.add(o, "unexpected answer %s", a)
+	}
+}
+
 // posted checks that the transfer or refund id is in the ledger with status and n entries, of
 // the amount asked (a refund of "all that remains" may be any), between the accounts the
 // workload planned, in its currency.
@@ -289,6 +371,7 @@ func (c *checker) ledger(ctx context.Context) {
 		"holds still open":                   `SELECT count(*) FROM holds WHERE status = 'open'`,
 		"payouts still processing":           `SELECT count(*) FROM payouts WHERE status = 'processing'`,
 		"authorizations still open":          `SELECT count(*) FROM authorizations WHERE status IN ('pending', 'authorized')`,
+		"scheduled transfers still active":   `SELECT count(*) FROM scheduled_transfers WHERE status IN ('pending', 'active')`,
 		"claims without an answer":           `SELECT count(*) FROM idempotency_records WHERE status_code IS NULL`,
 	} {
 		var n int
@@ -302,7 +385,7 @@ func (c *checker) ledger(ctx context.Context) {
 	if err != nil {
 		c.add(nil, "listing running workflows: %v", err)
 	} else if running > 0 {
-		c.add(nil, "%d transfer, refund, payout, payin or authorization workflows still running after the drain", running)
+		c.add(nil, "%d transfer, refund, payout, payin, authorization or scheduled-transfer workflows still running after the drain", running)
 	}
 }
 
@@ -310,7 +393,7 @@ func (c *checker) ledger(ctx context.Context) {
 // Schedules, which run for ever).
 func runningWorkflows(ctx context.Context, s *system) (int64, error) {
 	resp, err := s.temporal.Client().CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
-		Query: "ExecutionStatus = 'Running' AND WorkflowType IN ('Transfer', 'Payout', 'Payin', 'Authorization')"})
+		Query: "ExecutionStatus = 'Running' AND WorkflowType IN ('Transfer', 'Payout', 'Payin', 'Authorization', 'ScheduledTransfer')"})
 	return resp.GetCount(), err
 }
 

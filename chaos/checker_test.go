@@ -207,7 +207,22 @@ var breaks = []struct {
 			t.Fatal(err)
 		}
 	}},
-	{"a run still open", []string{"2 transfer, refund, payout, payin or authorization workflows still running"}, func(_ context.Context, _ *testing.T, _ pgx.Tx, s *state) {
+	{"scheduled transfer: amount mismatch", []string{"moves 30 from"}, func(_ context.Context, _ *testing.T, _ pgx.Tx, s *state) {
+		s.ops["scheduled"].Amount = 31
+	}},
+	{"scheduled transfer: still active", []string{"is active after 2 of 2 occurrences", "1 scheduled transfers still active after the drain"},
+		func(ctx context.Context, t *testing.T, tx pgx.Tx, s *state) {
+			execSQL(ctx, t, tx, `UPDATE scheduled_transfers SET status = 'active', completed_at = NULL WHERE id = $1`, s.id("scheduled"))
+		}},
+	{"scheduled transfer: an occurrence started without its transfer", []string{"started 2 occurrences, which made 1 transfers"},
+		func(ctx context.Context, t *testing.T, tx pgx.Tx, s *state) {
+			execSQL(ctx, t, tx, `UPDATE scheduled_transfers SET occurrences = 2 WHERE id = $1`, s.id("scheduled-cancelled"))
+		}},
+	{"cancel: answered 200, but the schedule completed", []string{"a cancel answered 200"}, func(ctx context.Context, t *testing.T, tx pgx.Tx, s *state) {
+		execSQL(ctx, t, tx, `UPDATE scheduled_transfers SET status = 'completed', completed_at = now(), cancelled_at = NULL, occurrences = 3
+			WHERE id = $1`, s.id("scheduled-cancelled"))
+	}},
+	{"a run still open", []string{"2 transfer, refund, payout, payin, authorization or scheduled-transfer workflows still running"}, func(_ context.Context, _ *testing.T, _ pgx.Tx, s *state) {
 		s.running = 2
 	}},
 	{"Temporal unreadable", []string{"listing running workflows: Temporal is down"}, func(_ context.Context, _ *testing.T, _ pgx.Tx, s *state) {
@@ -410,6 +425,52 @@ func (f *fixture) populate(ctx context.Context, t *testing.T, l *ledger.Ledger) 
 	authorize("authorization-voided", 4, acc(4, 1), acc(5, 1), 60)
 	decide("void", "authorization-voided", kindVoid, 0)
 	authorize("authorization-refused", 4, acc(4, 1), acc(5, 1), 900_000)
+
+	schedule := f.scheduled(ctx, t, l)
+	schedule("scheduled", 4, acc(4, 0), acc(5, 0), 30, 2, 2, false)
+	schedule("scheduled-cancelled", 4, acc(4, 1), acc(5, 0), 20, 3, 1, true)
+}
+
+// scheduled makes a scheduled transfer as POST /v1/scheduled-transfers and its run do: count
+// occurrences, started of them started and posted, then cancelled by its payer's DELETE (the
+// op role+"-cancel") when cancel says so.
+func (f *fixture) scheduled(ctx context.Context, t *testing.T, l *ledger.Ledger) func(role string, owner int, from, to string, amount int64, count, started int, cancel bool) {
+	return func(role string, owner int, from, to string, amount int64, count, started int, cancel bool) {
+		o := f.add(role, &op{Kind: kindSchedule, Ref: -1, Owner: owner, From: from, To: to, Amount: amount, Count: count, Interval: 1})
+		ownerID := f.w.owners[owner].ID
+		scope := idempotency.Scope{OwnerID: ownerID, Route: idempotency.RouteScheduledTransfers, Key: o.Key}
+		id, interval := scope.ScheduledTransferID(0), "1s"
+		f.claim(ctx, t, scope, id)
+		if err := ledger.InsertScheduledTransfer(ctx, f.db, ledger.ScheduledTransfer{ID: id, OwnerID: ownerID, FromAccountID: from,
+			ToAccountID: to, AmountMinor: amount, Currency: currency, StartAt: time.Now(), Interval: &interval, IntervalMS: 1000,
+			Count: &count, WorkflowID: scope.WorkflowID()}); err != nil {
+			t.Fatal(err)
+		}
+		_, resp, err := l.ActivateScheduledTransfer(ctx, id, scope, config.Duration(idempotencyTTL), api.ScheduledTransferAnswer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Answers = []answer{{Status: resp.Status, Body: string(resp.Body)}}
+		for n := 1; n <= started; n++ {
+			if _, begun, err := l.BeginOccurrence(ctx, id, n); err != nil || !begun {
+				t.Fatalf("occurrence %d: %v %v", n, begun, err)
+			}
+			occ := idempotency.OccurrenceScope(ownerID, id, n)
+			if _, _, err := l.Post(ctx, ledger.Posting{TransferID: occ.TransferID(0), WorkflowID: occ.WorkflowID(), From: from, To: to,
+				AmountMinor: amount, Currency: currency, ScheduledTransferID: id, Occurrence: n}, api.TransferAnswer); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if cancel {
+			c := f.add(role+"-cancel", &op{Kind: kindCancel, Ref: o.N, Owner: owner, From: from, To: to, Target: id})
+			st, err := l.CancelScheduledTransfer(ctx, ownerID, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := json.Marshal(st)
+			c.Answers = []answer{{Status: http.StatusOK, Body: string(body)}}
+		}
+	}
 }
 
 // authorization holds an authorization's money as POST /v1/authorizations does.
@@ -617,6 +678,7 @@ func (f *fixture) fresh() *state {
 
 func cloneOp(o *op) *op {
 	return &op{N: o.N, Kind: o.Kind, Variant: o.Variant, Ref: o.Ref, Owner: o.Owner, Key: o.Key, Body: o.Body, Amount: o.Amount,
+		Count: o.Count, Interval: o.Interval,
 		From: o.From, To: o.To, Path: o.Path, Target: o.Target, Answers: slices.Clone(o.Answers), Attempts: o.Attempts,
 		Start: o.Start, End: o.End}
 }

@@ -29,6 +29,8 @@ const (
 	kindAuthorize = "authorization"
 	kindCapture   = "capture" // of an earlier authorization, by its payee
 	kindVoid      = "void"    // likewise
+	kindSchedule  = "scheduled-transfer"
+	kindCancel    = "cancel" // of an earlier scheduled transfer, by its payer (DELETE)
 
 	plain      = ""           // sent once, retried until a final answer
 	concurrent = "concurrent" // the same request from three clients at once
@@ -41,19 +43,22 @@ type op struct {
 	N       int
 	Kind    string
 	Variant string
-	Ref     int // the earlier operation a refund refunds, a capture or void decides, or again and reused repeat; -1 for none
+	Ref     int // the earlier operation a refund refunds, a capture or void decides, a cancel cancels, or again and reused repeat; -1 for none
 	Owner   int
 	Key     string
 	Body    string
-	Amount  int64  // what the body asks (for a refund left to "all that remains", 0)
-	From    string // the account the money leaves: a transfer's or payout's source, a refund's payee
-	To      string // the account it goes to: a transfer's destination (whose owner may refund it), a refund's payer
+	Amount  int64 // what the body asks (for a refund left to "all that remains", 0)
+	// A scheduled transfer's occurrences and their interval in seconds; its body's start_at is
+	// set when it is first sent (startAtHole), so that it is now then.
+	Count, Interval int
+	From            string // the account the money leaves: a transfer's or payout's source, a refund's payee
+	To              string // the account it goes to: a transfer's destination (whose owner may refund it), a refund's payer
 
 	done chan struct{} // closed once every sender has its final answer (or gave up)
 
 	mu          sync.Mutex
-	Path        string   // set when sent: a refund's names its transfer, a decision's its authorization
-	Target      string   // a refund's transfer, a decision's authorization
+	Path        string   // set when sent: a refund's names its transfer, a decision's its authorization, a cancel its schedule
+	Target      string   // a refund's transfer, a decision's authorization, a cancel's scheduled transfer
 	Answers     []answer // the final answer of each sender
 	Attempts    int
 	LostAnswers int    // attempts that got no answer (the process died, paused or was cut off)
@@ -207,7 +212,7 @@ func (w *workload) draw(rng *rand.Rand, n int) *op {
 	o := &op{N: n, Ref: -1, Key: fmt.Sprintf("chaos-%d-%d", w.seed, n), done: make(chan struct{})}
 	switch p := rng.IntN(100); {
 	case p < 10:
-		if earlier := w.earlier(rng, n, kindTransfer, kindPayout, kindAuthorize); earlier != nil {
+		if earlier := w.earlier(rng, n, kindTransfer, kindPayout, kindAuthorize, kindSchedule); earlier != nil {
 			// The same request again after its answer: a 201 or a 422 replayed.
 			o.Variant, o.Ref = again, earlier.N
 			o.Kind, o.Owner, o.Key, o.Body, o.Amount = earlier.Kind, earlier.Owner, earlier.Key, earlier.Body, earlier.Amount
@@ -242,10 +247,10 @@ func (w *workload) draw(rng *rand.Rand, n int) *op {
 		o.Kind, o.Owner = kindPayout, rng.IntN(owners)
 		o.Amount = 1 + rng.Int64N(20_000)
 	case p < 45:
-		if a := w.earlier(rng, n, kindAuthorize); a != nil && p < 40 {
+		if a := w.earlier(rng, n, kindAuthorize); a != nil && p < 42 {
 			// The payee decides: a capture (all, or part) or a void, racing the expiry.
 			o.Kind, o.Ref, o.Owner, o.From, o.To = kindVoid, a.N, w.ownerOf(a.To), a.From, a.To
-			if rng.IntN(3) > 0 {
+			if rng.IntN(2) > 0 {
 				o.Kind = kindCapture
 				if rng.IntN(2) == 0 {
 					o.Amount = 1 + rng.Int64N(a.Amount)
@@ -256,6 +261,17 @@ func (w *workload) draw(rng *rand.Rand, n int) *op {
 		}
 		o.Kind, o.Owner = kindAuthorize, rng.IntN(owners)
 		o.Amount = 1 + rng.Int64N(30_000)
+	case p < 55:
+		if st := w.earlier(rng, n, kindSchedule); st != nil && p < 50 {
+			// Its payer cancels it, racing its occurrences.
+			o.Kind, o.Ref, o.Owner, o.From, o.To = kindCancel, st.N, st.Owner, st.From, st.To
+			return o
+		}
+		// Two to four occurrences a second or three apart, from when it is sent, each an
+		// ordinary transfer racing the faults (a worker killed between two, Temporal down
+		// across one); now and then more than is left: an occurrence rejected.
+		o.Kind, o.Owner = kindSchedule, rng.IntN(owners)
+		o.Amount, o.Count, o.Interval = 1+rng.Int64N(40_000), 2+rng.IntN(3), 1+rng.IntN(3)
 	default:
 		o.Kind, o.Owner = kindTransfer, rng.IntN(owners)
 		o.Amount = 1 + rng.Int64N(60_000) // now and then more than is left: insufficient-funds
@@ -323,6 +339,10 @@ func (w *workload) body(rng *rand.Rand, o *op) string {
 			to = other[rng.IntN(len(other))]
 		}
 		o.From, o.To = from, to
+		if o.Kind == kindSchedule {
+			return fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":%d,"currency":"USD","start_at":%q,"interval":"%ds","count":%d}`,
+				from, to, o.Amount, startAtHole, o.Interval, o.Count)
+		}
 		if o.Kind == kindAuthorize { // expiring within the run, before its drain, some before their payee decides
 			return fmt.Sprintf(`{"from_account_id":%q,"to_account_id":%q,"amount_minor":%d,"currency":"USD","expires_in":"%ds"}`,
 				from, to, o.Amount, 2+rng.IntN(20))
@@ -352,11 +372,19 @@ func (w *workload) run(ctx context.Context, o *op) {
 		case kindCapture, kindVoid:
 			o.Target = cmp.Or(ref.Answers[0].field("id"), ref.Answers[0].field("authorization_id"))
 			o.Path = "/v1/authorizations/" + o.Target + "/" + o.Kind
+		case kindCancel:
+			o.Target = ref.Answers[0].field("id")
+			o.Path = "/v1/scheduled-transfers/" + o.Target
 		default:
 			o.Path = ref.path()
+			if o.Variant == again {
+				o.Body = ref.Body // as sent: a scheduled transfer's with its start_at
+			}
 		}
 	} else {
 		o.Path = o.path()
+		// start_at is now when it is first sent: the same body is then sent again as it is.
+		o.Body = strings.Replace(o.Body, startAtHole, time.Now().UTC().Format(time.RFC3339Nano), 1)
 	}
 	o.Start = time.Now()
 	senders := 1
@@ -387,9 +415,14 @@ func (o *op) path() string {
 		return "/v1/webhook-endpoints"
 	case kindAuthorize:
 		return "/v1/authorizations"
+	case kindSchedule:
+		return "/v1/scheduled-transfers"
 	}
 	return "/v1/transfers"
 }
+
+// startAtHole stands for a scheduled transfer's start_at in its planned body until it is sent.
+const startAtHole = "START_AT"
 
 // finalGiveUp bounds how long a client keeps asking: far past every fault and drain.
 const finalGiveUp = 10 * time.Minute
@@ -425,7 +458,11 @@ func final(status int) bool {
 }
 
 func (w *workload) post(ctx context.Context, api string, o *op) (answer, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, api+o.Path, strings.NewReader(o.Body))
+	method := http.MethodPost
+	if o.Kind == kindCancel {
+		method = http.MethodDelete
+	}
+	req, err := http.NewRequestWithContext(ctx, method, api+o.Path, strings.NewReader(o.Body))
 	if err != nil {
 		return answer{}, err
 	}

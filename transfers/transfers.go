@@ -45,6 +45,10 @@ type Request struct {
 	// RefundRemaining is a refund of all that remains, resolved by the ledger when it posts;
 	// AmountMinor is then what remains now, which the claim records until then.
 	RefundRemaining bool
+	// ScheduledTransferID and Occurrence name the schedule and number of an occurrence of a
+	// scheduled transfer, which the transfer is (its scope is the occurrence's).
+	ScheduledTransferID string
+	Occurrence          int
 }
 
 // id is the id of the transfer or refund made by the use-th operation in r's scope.
@@ -61,6 +65,9 @@ func requestOf(scope idempotency.Scope, t ledger.Transfer) Request {
 		Currency: t.Currency, Description: t.Description, Metadata: t.Metadata}
 	if t.RefundOf != nil {
 		r.RefundOf = *t.RefundOf
+	}
+	if t.ScheduledTransferID != nil && t.Occurrence != nil {
+		r.ScheduledTransferID, r.Occurrence = *t.ScheduledTransferID, *t.Occurrence
 	}
 	return r
 }
@@ -166,6 +173,7 @@ func (s *Service) input(r Request, transferID, workflowID string) workflows.Tran
 			TransferID: transferID, WorkflowID: workflowID, Scope: r.Scope,
 			From: r.From, To: r.To, AmountMinor: r.AmountMinor, Currency: r.Currency, Description: r.Description,
 			ReplayFor: config.Duration(s.TTL), Metadata: r.Metadata, RefundOf: r.RefundOf,
+			ScheduledTransferID: r.ScheduledTransferID, Occurrence: r.Occurrence,
 		},
 		RetryFor: config.Duration(s.RetryFor),
 	}

@@ -35,8 +35,8 @@ import (
 // every posting, so it is refused here, at start.
 func New(c client.Client, acts *activities.Activities, recovery operation.Recovery) sdkworker.Worker {
 	if acts.Ledger == nil || acts.Answer == nil || acts.PayoutAnswer == nil || acts.AuthorizationAnswer == nil || acts.Bank == nil ||
-		acts.Webhooks == nil || len(recovery) == 0 {
-		panic("worker.New: activities need Ledger, Answer, PayoutAnswer, AuthorizationAnswer, Bank and Webhooks, and the recovery its services (app assembles them)")
+		acts.Webhooks == nil || acts.ScheduledAnswer == nil || acts.Occurrences == nil || len(recovery) == 0 {
+		panic("worker.New: activities need Ledger, Answer, PayoutAnswer, AuthorizationAnswer, Bank, Webhooks, ScheduledAnswer and Occurrences, and the recovery its services (app assembles them)")
 	}
 	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
 	registerWorkflows(w)
@@ -52,6 +52,7 @@ func registerWorkflows(r sdkworker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.Payin, workflow.RegisterOptions{Name: "Payin"})
 	r.RegisterWorkflowWithOptions(workflows.WebhookDelivery, workflow.RegisterOptions{Name: "WebhookDelivery"})
 	r.RegisterWorkflowWithOptions(workflows.Authorization, workflow.RegisterOptions{Name: "Authorization"})
+	r.RegisterWorkflowWithOptions(workflows.ScheduledTransfer, workflow.RegisterOptions{Name: "ScheduledTransfer"})
 	r.RegisterWorkflow(workflows.IdempotencyCleanup)
 	r.RegisterWorkflow(workflows.RecoverTransfers)
 	r.RegisterWorkflow(workflows.CreditBankReturns)

@@ -52,13 +52,8 @@ var AuthorizationStatus = temporal.NewSearchAttributeKeyKeyword("AuthorizationSt
 
 // AuthorizationSearchAttributes are the attributes an authorization starts with.
 func AuthorizationSearchAttributes(in AuthorizationInput) temporal.SearchAttributes {
-	return temporal.NewSearchAttributes(
-		AuthorizationStatus.ValueSet(string(ledger.AuthorizationPending)),
-		FromAccount.ValueSet(in.FromAccountID),
-		ToAccount.ValueSet(in.ToAccountID),
-		Currency.ValueSet(in.Currency),
-		AmountMinor.ValueSet(in.AmountMinor),
-	)
+	return movementAttributes(AuthorizationStatus.ValueSet(string(ledger.AuthorizationPending)),
+		in.FromAccountID, in.ToAccountID, in.Currency, in.AmountMinor)
 }
 
 // AuthorizationSummary is the one line the Temporal UI shows for an authorization: ids, the

@@ -47,13 +47,14 @@ var (
 
 // SearchAttributes are the attributes a transfer starts with.
 func SearchAttributes(in TransferInput) temporal.SearchAttributes {
-	return temporal.NewSearchAttributes(
-		TransferStatus.ValueSet(string(ledger.TransferPending)),
-		FromAccount.ValueSet(in.From),
-		ToAccount.ValueSet(in.To),
-		Currency.ValueSet(in.Currency),
-		AmountMinor.ValueSet(in.AmountMinor),
-	)
+	return movementAttributes(TransferStatus.ValueSet(string(ledger.TransferPending)), in.From, in.To, in.Currency, in.AmountMinor)
+}
+
+// movementAttributes are the attributes a run that moves amount of currency from one account to
+// another starts with: its status (its kind's attribute), the accounts, the currency, the amount.
+func movementAttributes(status temporal.SearchAttributeUpdate, from, to, currency string, amount int64) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(status, FromAccount.ValueSet(from), ToAccount.ValueSet(to),
+		Currency.ValueSet(currency), AmountMinor.ValueSet(amount))
 }
 
 // Summary is the one line the Temporal UI shows for a transfer or a refund. It never holds the
@@ -62,6 +63,9 @@ func Summary(in TransferInput) string {
 	line := fmt.Sprintf("%s %s minor from %s to %s", groupThousands(in.AmountMinor), in.Currency, in.From, in.To)
 	if in.RefundOf != "" {
 		line = "refund of " + in.RefundOf + ": " + line
+	}
+	if in.ScheduledTransferID != "" {
+		line = fmt.Sprintf("occurrence %d of %s: %s", in.Occurrence, in.ScheduledTransferID, line)
 	}
 	return line
 }

@@ -1,7 +1,8 @@
 // Package workflows holds the workflows: deterministic orchestration only, no I/O. One file per
 // capability, each with what its workflow takes and returns: transfer.go (a transfer, posted
 // once), payout.go and payin.go (money out and in through the bank), authorization.go (money
-// held until it is captured, voided or expires), webhook.go (events
+// held until it is captured, voided or expires), scheduled.go (transfers on a timer, each
+// occurrence an ordinary transfer), webhook.go (events
 // delivered to clients' endpoints), and the recurring Schedules: cleanup.go and recover.go (the
 // idempotency records and the pending transfers kept in bounds), statement.go (returns found on
 // the bank's statement credited back).
@@ -18,14 +19,15 @@ const TaskQueue = "payments-transfers"
 // namespace must have registered: `make run` registers them on the dev server, and a worker
 // refuses to start without them.
 var SearchAttributeTypes = map[string]enums.IndexedValueType{
-	TransferStatus.GetName():      enums.INDEXED_VALUE_TYPE_KEYWORD,
-	FromAccount.GetName():         enums.INDEXED_VALUE_TYPE_KEYWORD,
-	ToAccount.GetName():           enums.INDEXED_VALUE_TYPE_KEYWORD,
-	Currency.GetName():            enums.INDEXED_VALUE_TYPE_KEYWORD,
-	AmountMinor.GetName():         enums.INDEXED_VALUE_TYPE_INT,
-	PayoutStatus.GetName():        enums.INDEXED_VALUE_TYPE_KEYWORD,
-	WebhookEndpoint.GetName():     enums.INDEXED_VALUE_TYPE_KEYWORD,
-	WebhookEventType.GetName():    enums.INDEXED_VALUE_TYPE_KEYWORD,
-	WebhookStatus.GetName():       enums.INDEXED_VALUE_TYPE_INT,
-	AuthorizationStatus.GetName(): enums.INDEXED_VALUE_TYPE_KEYWORD,
+	TransferStatus.GetName():          enums.INDEXED_VALUE_TYPE_KEYWORD,
+	FromAccount.GetName():             enums.INDEXED_VALUE_TYPE_KEYWORD,
+	ToAccount.GetName():               enums.INDEXED_VALUE_TYPE_KEYWORD,
+	Currency.GetName():                enums.INDEXED_VALUE_TYPE_KEYWORD,
+	AmountMinor.GetName():             enums.INDEXED_VALUE_TYPE_INT,
+	PayoutStatus.GetName():            enums.INDEXED_VALUE_TYPE_KEYWORD,
+	WebhookEndpoint.GetName():         enums.INDEXED_VALUE_TYPE_KEYWORD,
+	WebhookEventType.GetName():        enums.INDEXED_VALUE_TYPE_KEYWORD,
+	WebhookStatus.GetName():           enums.INDEXED_VALUE_TYPE_INT,
+	AuthorizationStatus.GetName():     enums.INDEXED_VALUE_TYPE_KEYWORD,
+	ScheduledTransferStatus.GetName(): enums.INDEXED_VALUE_TYPE_KEYWORD,
 }

@@ -69,8 +69,11 @@ func typeError(err error) error {
 		return syntaxError(err)
 	}
 	msg := "must be a JSON " + jsonType(typeErr.Type.Kind())
-	if typeErr.Type.Kind() == reflect.Int64 {
+	switch typeErr.Type.Kind() {
+	case reflect.Int64:
 		msg = "must be a JSON integer count of minor units"
+	case reflect.Int:
+		msg = "must be a JSON integer"
 	}
 	return problem.Invalid("a field has the wrong type", problem.FieldError{Field: typeErr.Field, Message: msg})
 }
@@ -253,6 +256,83 @@ func DecodeAuthorization(body []byte) (Authorization, time.Duration, []byte, err
 	f.metadata(&req.Metadata)
 	req, fp, err := fingerprinted(req, f, idempotency.RouteAuthorizations)
 	return req, expiresIn, fp, err
+}
+
+// ScheduledTransfer is a POST /v1/scheduled-transfers body, decoded once: executed and
+// fingerprinted. StartAt is the time given, in UTC (one instant written two ways is one
+// request); Interval and Count are as given (absent: once; an interval without a count: until
+// cancelled).
+type ScheduledTransfer struct {
+	FromAccountID string            `json:"from_account_id"`
+	ToAccountID   string            `json:"to_account_id"`
+	AmountMinor   int64             `json:"amount_minor"`
+	Currency      string            `json:"currency"`
+	StartAt       string            `json:"start_at"`
+	Interval      string            `json:"interval,omitempty"`
+	Count         *int              `json:"count,omitempty"`
+	Description   string            `json:"description,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+}
+
+// Schedule is when a scheduled transfer's occurrences are due, as its request says.
+type Schedule struct {
+	StartAt time.Time
+	Every   time.Duration // 0: once
+}
+
+// Limits of a schedule (docs/contract.md §9).
+const (
+	MinInterval = time.Second
+	MaxInterval = 10 * 366 * 24 * time.Hour
+	MaxCount    = 1_000_000
+	// StartAtSlack is how far in the past start_at may be and still be "now": the time a
+	// request takes to arrive, and the client's clock.
+	StartAtSlack = time.Minute
+)
+
+// DecodeScheduledTransfer decodes and validates a scheduled transfer request and returns its
+// schedule and its fingerprint. That start_at is now or later is the handler's to check, once
+// it knows the request is not a replay: a retry of the same request later is the same request.
+func DecodeScheduledTransfer(body []byte) (ScheduledTransfer, Schedule, []byte, error) {
+	var req ScheduledTransfer
+	var sch Schedule
+	if err := decode(body, &req); err != nil {
+		return req, sch, nil, err
+	}
+	var f fields
+	f.between(req.FromAccountID, req.ToAccountID, req.AmountMinor, req.Currency)
+	if req.StartAt == "" {
+		f.add("start_at", "is required: an RFC 3339 time, now or later")
+	} else if at, err := time.Parse(time.RFC3339Nano, req.StartAt); err != nil {
+		f.add("start_at", "must be an RFC 3339 time such as 2026-12-01T10:00:00Z")
+	} else {
+		sch.StartAt = at.UTC()
+		req.StartAt = sch.StartAt.Format(time.RFC3339Nano)
+	}
+	if req.Interval != "" {
+		d, err := time.ParseDuration(req.Interval)
+		switch {
+		case err != nil:
+			f.add("interval", `must be a duration such as "90s", "24h" or "168h"`)
+		case d < MinInterval || d > MaxInterval:
+			f.add("interval", "must be at least 1s and at most 87840h (ten years)")
+		case d%time.Millisecond != 0:
+			f.add("interval", "must be a whole number of milliseconds")
+		}
+		sch.Every = d
+	}
+	if req.Count != nil {
+		switch n := *req.Count; {
+		case n < 1 || n > MaxCount:
+			f.add("count", "must be from 1 to %d", MaxCount)
+		case n > 1 && req.Interval == "":
+			f.add("count", "more than one occurrence needs an interval")
+		}
+	}
+	f.text("description", req.Description, 140)
+	f.metadata(&req.Metadata)
+	req, fp, err := fingerprinted(req, f, idempotency.RouteScheduledTransfers)
+	return req, sch, fp, err
 }
 
 // Decision is a capture's or a void's request, decoded once: executed and fingerprinted with the

@@ -62,6 +62,18 @@ var endpointSeeds = []string{
 	`{"url":"https://hooks.example.com/p","event_types":[{"x":1}]}`,
 }
 
+var scheduledSeeds = []string{
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","start_at":"2030-01-01T00:00:00Z"}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","start_at":"2030-01-01T01:00:00+01:00","interval":"2s","count":3}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","start_at":"2030-01-01T00:00:00Z","interval":"24h","metadata":{"rent":"flat 2"}}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","start_at":"2030-01-01T00:00:00Z","count":2}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","start_at":"2030-01-01T00:00:00Z","interval":"500ms"}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","start_at":"2030-01-01","interval":"1s"}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","start_at":"2030-01-01T00:00:00Z","count":1.5}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","start_at":"2030-01-01T00:00:00Z","interval":"1s","Interval":"2s"}`,
+	`{"from_account_id":"acc_a","to_account_id":"acc_b","amount_minor":100,"currency":"USD","start_at":"2030-01-01T00:00:00Z","count":null,"interval":""}`,
+}
+
 type decoder func([]byte) (any, []byte, error)
 
 func transferDecoder(b []byte) (any, []byte, error) { return DecodeTransfer(b) }
@@ -97,6 +109,18 @@ func FuzzRefundDecoding(f *testing.F) {
 		f.Add([]byte(s), []byte(refundSeeds[1]), uint64(1))
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte, seed uint64) { checkDecoding(t, refundDecoder, a, b, seed) })
+}
+
+func scheduledDecoder(b []byte) (any, []byte, error) {
+	req, _, fp, err := DecodeScheduledTransfer(b)
+	return req, fp, err
+}
+
+func FuzzScheduledTransferDecoding(f *testing.F) {
+	for _, s := range scheduledSeeds {
+		f.Add([]byte(s), []byte(scheduledSeeds[0]), uint64(1))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte, seed uint64) { checkDecoding(t, scheduledDecoder, a, b, seed) })
 }
 
 func FuzzAccountDecoding(f *testing.F) {

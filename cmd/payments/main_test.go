@@ -155,7 +155,7 @@ func TestReconcileCommand(t *testing.T) {
 	var out bytes.Buffer
 	// The test's bank does not answer: invariant 8 is reported as not checked, never as holding,
 	// whatever else runs on this machine (make run's bank on the default PAYMENTS_BANK_URL).
-	if err := dispatch(ctx, []string{"reconcile"}, &out); err != nil || !strings.Contains(out.String(), "All 14 invariants checked hold; 1 could not be checked") ||
+	if err := dispatch(ctx, []string{"reconcile"}, &out); err != nil || !strings.Contains(out.String(), "All 15 invariants checked hold; 1 could not be checked") ||
 		!strings.Contains(out.String(), "the bank at "+bankURL+" did not give its statement") {
 		t.Fatalf("clean ledger: %v\n%s", err, out.String())
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/payments/payments/internal/operation"
 )
 
-// runRerun is `rerun failed [--since D] [--dry-run]`: run again the transfers, payouts, payins and webhook
-// deliveries whose latest run failed, was terminated or timed out; or, with --dry-run, list them.
+// runRerun is `rerun failed [--since D] [--dry-run]`: run again the transfers, payouts, payins,
+// authorizations, scheduled transfers and webhook deliveries whose latest run failed, was terminated or timed out; or, with --dry-run, list them.
 func runRerun(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "failed" {
 		return usagef("rerun: usage: rerun failed [--since DURATION] [--dry-run]")
@@ -33,7 +33,7 @@ func runRerun(ctx context.Context, args []string, stdout io.Writer) error {
 	if *since > 0 {
 		from = time.Now().Add(-*since)
 	}
-	fmt.Fprintln(stdout, "rerun: looking for transfer, payout, payin and webhook-delivery workflows whose latest run failed, was terminated or timed out…")
+	fmt.Fprintln(stdout, "rerun: looking for transfer, payout, payin, authorization, scheduled-transfer and webhook-delivery workflows whose latest run failed, was terminated or timed out…")
 	counts := map[string]int{}
 	report := func(r operation.Rerun) {
 		counts[r.Outcome]++
@@ -44,7 +44,8 @@ func runRerun(ctx context.Context, args []string, stdout io.Writer) error {
 		ctx = operation.DryRun(ctx)
 	}
 	for _, rerun := range []func(context.Context, time.Time, func(operation.Rerun)) error{
-		a.Transfers.RerunFailed, a.Payouts.RerunFailed, a.Payins.RerunFailed, a.Authorizations.RerunFailed, a.Webhooks.RerunFailed,
+		a.Transfers.RerunFailed, a.Payouts.RerunFailed, a.Payins.RerunFailed, a.Authorizations.RerunFailed, a.Schedules.RerunFailed,
+		a.Webhooks.RerunFailed,
 	} {
 		if err := rerun(ctx, from, report); err != nil {
 			return err

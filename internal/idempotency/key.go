@@ -102,11 +102,16 @@ const (
 	// A second key's decision on a payout waiting for approval: an Update of the payout's run.
 	RouteApprove = "POST /v1/payouts/{id}/approve"
 	RouteReject  = "POST /v1/payouts/{id}/reject"
+	// A scheduled transfer, and each of its occurrences: an ordinary transfer whose key is
+	// <schedule id>/<occurrence number>, in the scope of the schedule's owner (OccurrenceScope).
+	RouteScheduledTransfers = "POST /v1/scheduled-transfers"
+	RouteOccurrence         = "SCHEDULE occurrence"
 )
 
 var routeNames = map[string]string{RouteTransfers: "transfer", RouteDeposit: "deposit", RouteAccounts: "account",
 	RoutePayouts: "payout", RoutePayin: "payin", RouteEndpoints: "webhook-endpoint", RouteRefunds: "refund",
-	RouteAuthorizations: "authorization", RouteCapture: "capture", RouteVoid: "void", RouteApprove: "approve", RouteReject: "reject"}
+	RouteAuthorizations: "authorization", RouteCapture: "capture", RouteVoid: "void", RouteApprove: "approve", RouteReject: "reject",
+	RouteScheduledTransfers: "scheduled-transfer", RouteOccurrence: "occurrence"}
 
 // WorkflowID is the Temporal workflow ID of the operation in scope s:
 //
@@ -178,6 +183,18 @@ func (s Scope) RefundID(use int) string { return s.id("rf_", use) }
 // AuthorizationID is the id of the authorization made by the use-th operation in scope s, as
 // TransferID is a transfer's; its capture's entries name it too.
 func (s Scope) AuthorizationID(use int) string { return s.id("au_", use) }
+
+// ScheduledTransferID is the id of the scheduled transfer made by the use-th operation in scope
+// s, as TransferID is a transfer's.
+func (s Scope) ScheduledTransferID(use int) string { return s.id("st_", use) }
+
+// OccurrenceScope is the scope of occurrence n (from 1) of scheduled transfer id, whose owner is
+// ownerID: a pure function of the schedule and the number, so an occurrence fired twice (caught
+// up after downtime, re-run, retried) is one operation, one transfer (TransferID(0)). Its
+// workflow ID is occurrence/<owner>/<schedule id>/<n>.
+func OccurrenceScope(ownerID, id string, n int) Scope {
+	return Scope{OwnerID: ownerID, Route: RouteOccurrence, Key: id + "/" + strconv.Itoa(n)}
+}
 
 // PayinID is the id of the payin (and of its posting) of the bank event a payin scope names.
 func (s Scope) PayinID() string { return s.id("pi_", 0) }

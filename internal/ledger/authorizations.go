@@ -64,12 +64,7 @@ func scanAuthorization(row pgx.Row) (Authorization, error) {
 		return a, ErrNotFound
 	}
 	a.CreatedAt, a.ExpiresAt = UTC(a.CreatedAt), UTC(a.ExpiresAt)
-	for _, t := range []**time.Time{&a.CapturedAt, &a.VoidedAt, &a.ExpiredAt} {
-		if *t != nil {
-			u := UTC(**t)
-			*t = &u
-		}
-	}
+	utcAll(&a.CapturedAt, &a.VoidedAt, &a.ExpiredAt)
 	return a, err
 }
 

@@ -14,7 +14,7 @@ import (
 )
 
 // Types of event (docs/contract.md §7, §9): one per state change of a transfer, payout, payin,
-// refund or authorization.
+// refund, authorization or scheduled transfer.
 const (
 	EventTransferCompleted = "transfer.completed"
 	EventTransferRejected  = "transfer.rejected"
@@ -31,13 +31,17 @@ const (
 	EventAuthorizationCaptured = "authorization.captured"
 	EventAuthorizationVoided   = "authorization.voided"
 	EventAuthorizationExpired  = "authorization.expired"
+
+	EventScheduledCreated   = "scheduled_transfer.created"
+	EventScheduledCompleted = "scheduled_transfer.completed"
+	EventScheduledCancelled = "scheduled_transfer.cancelled"
 )
 
 // EventTypes are the types an event may have, in the contract's order.
 var EventTypes = []string{EventTransferCompleted, EventTransferRejected, EventTransferFailed,
 	EventPayoutPending, EventPayoutProcessing, EventPayoutPaid, EventPayoutFailed, EventPayoutReturned, EventPayinReceived,
 	EventRefundCompleted, EventAuthorizationCreated, EventAuthorizationCaptured, EventAuthorizationVoided,
-	EventAuthorizationExpired}
+	EventAuthorizationExpired, EventScheduledCreated, EventScheduledCompleted, EventScheduledCancelled}
 
 // Event is an event as the feed shows it and webhooks deliver it.
 type Event struct {
@@ -114,6 +118,16 @@ func (o *outbox) authorization(a Authorization) {
 		typ = EventAuthorizationCreated
 	}
 	o.add(typ, a.ID, a, a.FromAccountID, a.ToAccountID)
+}
+
+// scheduled records st's move to its current status (activated: created; completed;
+// cancelled), seen by the owners of both its accounts.
+func (o *outbox) scheduled(st ScheduledTransfer) {
+	typ := "scheduled_transfer." + string(st.Status)
+	if st.Status == ScheduledActive {
+		typ = EventScheduledCreated
+	}
+	o.add(typ, st.ID, st, st.FromAccountID, st.ToAccountID)
 }
 
 // flushEvents writes o's events, whom each is for, and the deliveries they are due, and returns

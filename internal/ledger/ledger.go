@@ -64,8 +64,12 @@ type Transfer struct {
 	CreatedAt           time.Time      `json:"created_at"`
 	CompletedAt         *time.Time     `json:"completed_at"`
 	FailureReason       *string        `json:"failure_reason"`
-	Kind                string         `json:"-"` // KindTransfer, KindRefund, …
-	RefundOf            *string        `json:"-"` // a refund's transfer
+	// An occurrence of a scheduled transfer names it and its number (from 1); other transfers
+	// leave both out.
+	ScheduledTransferID *string `json:"scheduled_transfer_id,omitempty"`
+	Occurrence          *int    `json:"occurrence,omitempty"`
+	Kind                string  `json:"-"` // KindTransfer, KindRefund, …
+	RefundOf            *string `json:"-"` // a refund's transfer
 }
 
 // Metadata is a client's string map on an account, transfer, payout or refund, stored and shown
@@ -115,6 +119,16 @@ func NewID(prefix string) string {
 // shown before and after a round trip through the database is the same.
 func UTC(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
+// utcAll sets each of the times that is not nil to UTC (for the nullable times a row holds).
+func utcAll(times ...**time.Time) {
+	for _, t := range times {
+		if *t != nil {
+			u := UTC(**t)
+			*t = &u
+		}
+	}
+}
+
 const accountColumns = `id, currency, name, balance_minor, created_at, owner_id, kind, held_minor, COALESCE(account_number, ''), metadata`
 
 func scanAccount(row pgx.Row) (Account, error) {
@@ -134,14 +148,15 @@ func SettlementAccountID(currency string) string {
 }
 
 const transferColumns = `id, status, from_account_id, to_account_id, amount_minor, currency, description,
-	workflow_id, created_at, completed_at, failure_reason, amount_refunded_minor, metadata, kind, refund_of`
+	workflow_id, created_at, completed_at, failure_reason, amount_refunded_minor, metadata, kind, refund_of,
+	scheduled_transfer_id, occurrence`
 
 // scanTransfer reads a row of transferColumns, and of any extra columns after them into extra.
 func scanTransfer(row pgx.Row, extra ...any) (Transfer, error) {
 	var t Transfer
 	err := row.Scan(append([]any{&t.ID, &t.Status, &t.FromAccountID, &t.ToAccountID, &t.AmountMinor, &t.Currency,
 		&t.Description, &t.WorkflowID, &t.CreatedAt, &t.CompletedAt, &t.FailureReason, &t.AmountRefundedMinor,
-		&t.Metadata, &t.Kind, &t.RefundOf}, extra...)...)
+		&t.Metadata, &t.Kind, &t.RefundOf, &t.ScheduledTransferID, &t.Occurrence}, extra...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, ErrNotFound
 	}
@@ -235,7 +250,10 @@ func (l *Ledger) Unclaim(ctx context.Context, scope idempotency.Scope, id string
 			AND NOT EXISTS (SELECT 1 FROM holds h WHERE h.payout_id = p.id)`, id); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM authorizations WHERE id = $1 AND status = 'pending'`, id)
+		if _, err = tx.Exec(ctx, `DELETE FROM authorizations WHERE id = $1 AND status = 'pending'`, id); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM scheduled_transfers WHERE id = $1 AND status = 'pending'`, id)
 		return err
 	}))
 }

@@ -20,6 +20,9 @@ type Filter struct {
 	CreatedBefore *time.Time
 	Limit         int
 	Cursor        string
+	// ScheduledTransferID narrows a list of transfers to the occurrences of one scheduled
+	// transfer.
+	ScheduledTransferID string
 }
 
 // Page is a page of a list, newest first.
@@ -73,9 +76,13 @@ func (f Filter) bounds() (after, before time.Time) {
 // reads the newest of its debits and of its credits from their indexes, without sorting the
 // account's history; a transfer between two of the owner's accounts is listed once.
 func (l *Ledger) Transfers(ctx context.Context, ownerID string, f Filter) (Page[Transfer], error) {
-	return list(ctx, l, ownerID, f, touching("transfers", transferColumns, "t.kind = 'transfer' AND"),
+	where, extra := "t.kind = 'transfer' AND", []any{}
+	if f.ScheduledTransferID != "" {
+		where, extra = where+" t.scheduled_transfer_id = $9 AND", []any{f.ScheduledTransferID}
+	}
+	return list(ctx, l, ownerID, f, touching("transfers", transferColumns, where),
 		func(row pgx.CollectableRow) (Transfer, error) { return scanTransfer(row) },
-		func(t Transfer) keyset { return keyset{t.CreatedAt, t.ID} })
+		func(t Transfer) keyset { return keyset{t.CreatedAt, t.ID} }, extra...)
 }
 
 // Authorizations lists the authorizations that touch ownerID's accounts (or f.AccountID, one of
@@ -113,10 +120,10 @@ func (l *Ledger) Payouts(ctx context.Context, ownerID string, f Filter) (Page[Pa
 }
 
 // list runs perAccount (rows of one account a, newest first, taking $1 owner, $2 account_id,
-// $3 status, $4 and $5 the window, $6 and $7 the cursor, $8 the page size) for each of ownerID's
-// accounts that f admits, and returns the newest page of what they found.
+// $3 status, $4 and $5 the window, $6 and $7 the cursor, $8 the page size, $9 … extra) for each
+// of ownerID's accounts that f admits, and returns the newest page of what they found.
 func list[T any](ctx context.Context, l *Ledger, ownerID string, f Filter, perAccount string,
-	scan pgx.RowToFunc[T], key func(T) keyset) (Page[T], error) {
+	scan pgx.RowToFunc[T], key func(T) keyset, extra ...any) (Page[T], error) {
 	k, err := parseCursor(f.Cursor)
 	if err != nil {
 		return Page[T]{}, err
@@ -126,7 +133,7 @@ func list[T any](ctx context.Context, l *Ledger, ownerID string, f Filter, perAc
 		SELECT x.* FROM accounts a CROSS JOIN LATERAL (`+perAccount+`) x
 		WHERE a.owner_id = $1 AND ($2 = '' OR a.id = $2)
 		ORDER BY x.created_at DESC, x.id DESC LIMIT $8`,
-		ownerID, f.AccountID, f.Status, after, before, k.at, k.id, f.Limit+1)
+		append([]any{ownerID, f.AccountID, f.Status, after, before, k.at, k.id, f.Limit + 1}, extra...)...)
 	if err != nil {
 		return Page[T]{}, err
 	}

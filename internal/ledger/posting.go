@@ -36,6 +36,10 @@ type Posting struct {
 	Kind     string   `json:",omitempty"`
 	RefundOf string   `json:",omitempty"` // the transfer a refund gives money back from
 	Metadata Metadata `json:",omitempty"` // the client's, as given
+	// ScheduledTransferID and Occurrence name the schedule and the number of the occurrence a
+	// transfer is (docs/contract.md §9); empty for any other.
+	ScheduledTransferID string `json:",omitempty"`
+	Occurrence          int    `json:",omitempty"`
 	// RefundRemaining is a refund of all that remains of its transfer when it posts: its
 	// AmountMinor, what remained when it was claimed, stands until then (docs/contract.md §8).
 	// The claimed row holds it, not a run's input.
@@ -112,12 +116,12 @@ func post(ctx context.Context, tx pgx.Tx, o *outbox, p Posting, answer Answer) (
 	var fenced, remaining bool
 	t, err := scanTransfer(tx.QueryRow(ctx, `
 		INSERT INTO transfers (id, status, from_account_id, to_account_id, amount_minor, currency, description, workflow_id,
-			kind, refund_of, metadata, refund_remaining)
-		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $9, NULLIF($10, ''), $11, $12)
+			kind, refund_of, metadata, refund_remaining, scheduled_transfer_id, occurrence)
+		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $9, NULLIF($10, ''), $11, $12, NULLIF($13, ''), NULLIF($14, 0))
 		ON CONFLICT (id) DO UPDATE SET id = EXCLUDED.id
 		RETURNING `+transferColumns+`, $8::text = ANY(failed_runs), refund_remaining`,
 		p.TransferID, p.From, p.To, p.AmountMinor, p.Currency, p.Description, p.WorkflowID, p.RunID, p.kind(),
-		p.RefundOf, p.Metadata.stored(), p.RefundRemaining), &fenced, &remaining)
+		p.RefundOf, p.Metadata.stored(), p.RefundRemaining, p.ScheduledTransferID, p.Occurrence), &fenced, &remaining)
 	if err != nil {
 		return t, idempotency.Response{}, fkInvalid(err)
 	}
@@ -366,11 +370,11 @@ func fkInvalid(err error) error {
 func InsertPending(ctx context.Context, q database.Querier, p Posting) error {
 	_, err := q.Exec(ctx, `
 		INSERT INTO transfers (id, status, from_account_id, to_account_id, amount_minor, currency, description, workflow_id,
-			kind, refund_of, metadata, refund_remaining)
-		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''), $10, $11)
+			kind, refund_of, metadata, refund_remaining, scheduled_transfer_id, occurrence)
+		VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''), $10, $11, NULLIF($12, ''), NULLIF($13, 0))
 		ON CONFLICT (id) DO NOTHING`,
 		p.TransferID, p.From, p.To, p.AmountMinor, p.Currency, p.Description, p.WorkflowID, p.kind(), p.RefundOf,
-		p.Metadata.stored(), p.RefundRemaining)
+		p.Metadata.stored(), p.RefundRemaining, p.ScheduledTransferID, p.Occurrence)
 	return err
 }
 

@@ -108,9 +108,10 @@ func Reconcile(ctx context.Context, q database.Querier, ttl time.Duration, state
 			r.BankInFlight = inFlight
 			return found, err
 		}, noStatement},
-		{"9", "every change of a transfer, payout, payin, refund or authorization has its one event, and every event is a change that committed", eventsMatchChanges, ""},
+		{"9", "every change of a transfer, payout, payin, refund, authorization or scheduled transfer has its one event, and every event is a change that committed", eventsMatchChanges, ""},
 		{"10", "each refund gives back money its transfer moved, in reverse, and a transfer's amount_refunded_minor is the sum of its completed refunds, never more than its amount", refundsWithinTransfers, ""},
 		{"11", "every authorization's hold ends exactly once (captured, voided or expired), a capture moves at most what was authorized, once, and every answer about an authorization agrees with it", authorizationsEndOnce, ""},
+		{"12", "every occurrence of a scheduled transfer is at most one transfer, of the schedule's accounts and amount, among those started (never more than its count, none after it was cancelled), and every answer about a scheduled transfer agrees with it", occurrencesOnce, ""},
 	} {
 		if c.unchecked != "" {
 			r.Checks = append(r.Checks, Check{ID: c.id, Invariant: c.invariant, Unchecked: c.unchecked})
@@ -291,6 +292,7 @@ func unauthorized(kind string, scope idempotency.Scope, fromKind, fromOwner, toK
 	case kind == KindPayin && fromKind == KindSettlement && toKind == KindCustomer && scope.Route == idempotency.RoutePayin:
 	case kind == KindRefund && fromKind == KindCustomer && toKind == KindCustomer && ownRequest(idempotency.RouteRefunds, fromOwner):
 	case kind == KindCapture && fromKind == KindCustomer && toKind == KindCustomer && ownRequest(idempotency.RouteAuthorizations, fromOwner):
+	case kind == KindTransfer && fromKind == KindCustomer && toKind == KindCustomer && ownRequest(idempotency.RouteOccurrence, fromOwner):
 	default:
 		return fmt.Sprintf("moves money from a %s account of %s to a %s account of %s", fromKind, fromOwner, toKind, toOwner)
 	}
@@ -312,7 +314,7 @@ func answersAgree(ctx context.Context, q database.Querier) ([]string, error) {
 		LEFT JOIN payouts p ON p.id = r.resource_id
 		LEFT JOIN accounts a ON a.id = r.resource_id
 		LEFT JOIN webhook_endpoints w ON w.id = r.resource_id
-		WHERE r.status_code IS NOT NULL AND r.route <> ALL($2)`, ReasonInsufficientFunds, slices.Concat(authorizationRoutes, approvalRoutes))
+		WHERE r.status_code IS NOT NULL AND r.route <> ALL($2)`, ReasonInsufficientFunds, slices.Concat(authorizationRoutes, approvalRoutes, scheduledRoutes))
 	var found []string
 	var scope, route, resource, reason, state string
 	var code int
@@ -560,8 +562,11 @@ func eventsMatchChanges(ctx context.Context, q database.Querier) ([]string, erro
 			UNION ALL SELECT id, 'refund.completed', created_at FROM transfers WHERE kind = 'refund' AND status = 'completed'
 			UNION ALL SELECT a.id, 'authorization.created', a.created_at FROM authorizations a JOIN holds h ON h.authorization_id = a.id
 			UNION ALL SELECT id, 'authorization.' || status, created_at FROM authorizations WHERE status IN ('captured', 'voided', 'expired')
+			UNION ALL SELECT id, 'scheduled_transfer.created', created_at FROM scheduled_transfers WHERE status IN ('active', 'completed')
+			UNION ALL SELECT id, 'scheduled_transfer.' || status, created_at FROM scheduled_transfers WHERE status IN ('completed', 'cancelled')
 		), allowed AS (
 			SELECT object_id, type FROM expected
+			UNION ALL SELECT id, 'scheduled_transfer.created' FROM scheduled_transfers WHERE status = 'cancelled'
 			UNION ALL SELECT id, 'transfer.failed' FROM transfers WHERE kind = 'transfer' AND status IN ('completed', 'rejected')
 		)
 		SELECT format('%s has no %s event', x.object_id, x.type) FROM expected x, since
@@ -682,4 +687,45 @@ func authorizationsEndOnce(ctx context.Context, q database.Querier) ([]string, e
 		FROM idempotency_records r WHERE r.route = ANY($4) AND r.status_code = 200
 		GROUP BY r.resource_id HAVING count(*) > 1`, authorizationRoutes, idempotency.RouteAuthorizations, idempotency.RouteCapture,
 		[]string{idempotency.RouteCapture, idempotency.RouteVoid})
+}
+
+// scheduledRoutes are the routes whose answers occurrencesOnce checks (answersAgree checks the
+// occurrences' own, which are transfers').
+var scheduledRoutes = []string{idempotency.RouteScheduledTransfers}
+
+// occurrencesOnce finds occurrences that are not one transfer of their schedule's: two transfers
+// of one occurrence, a transfer of an occurrence not started (beyond the schedule's count, or
+// after its cancellation stopped it), of other accounts, amount or currency, not a transfer, or
+// under another workflow ID than its occurrence's; a transfer under an occurrence's workflow ID
+// that names no schedule; schedules whose status disagrees with their occurrences (completed
+// before the last, active or pending after it); and a stored answer to a scheduled transfer's
+// request other than a 201 naming it, activated.
+func occurrencesOnce(ctx context.Context, q database.Querier) ([]string, error) {
+	return lines(ctx, q, `
+		SELECT format('occurrence %s of scheduled transfer %s has %s transfers', t.occurrence, t.scheduled_transfer_id, count(*))
+		FROM transfers t WHERE t.scheduled_transfer_id IS NOT NULL
+		GROUP BY t.scheduled_transfer_id, t.occurrence HAVING count(*) > 1
+		UNION ALL
+		SELECT format('transfer %s (%s %s %s %s->%s, %s) is occurrence %s of scheduled transfer %s (%s, %s of %s started: %s %s %s->%s)',
+			t.id, t.kind, t.amount_minor, t.currency, t.from_account_id, t.to_account_id, t.workflow_id, t.occurrence, s.id, s.status,
+			s.occurrences, COALESCE(s.count::text, CASE WHEN s.interval_ms = 0 THEN '1' ELSE 'unbounded' END), s.amount_minor,
+			s.currency, s.from_account_id, s.to_account_id)
+		FROM transfers t JOIN scheduled_transfers s ON s.id = t.scheduled_transfer_id
+		WHERE t.occurrence < 1 OR t.occurrence > s.occurrences OR t.kind <> 'transfer' OR t.amount_minor <> s.amount_minor
+			OR t.currency <> s.currency OR t.from_account_id <> s.from_account_id OR t.to_account_id <> s.to_account_id
+			OR t.workflow_id <> format('occurrence/%s/%s/%s', s.owner_id, s.id, t.occurrence)
+		UNION ALL
+		SELECT format('transfer %s under %s names no scheduled transfer', t.id, t.workflow_id) FROM transfers t
+		WHERE t.workflow_id LIKE 'occurrence/%' AND t.scheduled_transfer_id IS NULL
+		UNION ALL
+		SELECT format('scheduled transfer %s is %s after %s of %s occurrences', s.id, s.status, s.occurrences, l.n)
+		FROM scheduled_transfers s CROSS JOIN LATERAL (SELECT COALESCE(s.count, CASE WHEN s.interval_ms = 0 THEN 1 END) AS n) l
+		WHERE s.occurrences > l.n OR (s.status = 'completed') <> (s.occurrences = l.n AND s.status <> 'cancelled')
+			OR (s.status = 'pending' AND s.occurrences > 0)
+		UNION ALL
+		SELECT format('%s %s of %s answers %s, but %s is %s', r.route, r.key, r.owner_id, r.status_code, r.resource_id,
+			COALESCE(s.status, 'missing'))
+		FROM idempotency_records r LEFT JOIN scheduled_transfers s ON s.id = r.resource_id
+		WHERE r.status_code IS NOT NULL AND r.route = ANY($1) AND NOT COALESCE(r.status_code = 201
+			AND convert_from(r.body, 'UTF8')::jsonb->>'id' = s.id AND s.status <> 'pending', false)`, scheduledRoutes)
 }

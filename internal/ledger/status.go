@@ -79,3 +79,18 @@ const (
 func (s AuthorizationStatus) Ended() bool {
 	return s != AuthorizationPending && s != AuthorizationAuthorized
 }
+
+// ScheduledTransferStatus is where a scheduled transfer stands (docs/contract.md §9).
+type ScheduledTransferStatus string
+
+const (
+	// ScheduledPending: claimed, its run not yet started (or not yet answered).
+	ScheduledPending ScheduledTransferStatus = "pending"
+	// ScheduledActive: its run waits on its timer for the next occurrence.
+	ScheduledActive ScheduledTransferStatus = "active"
+	// ScheduledCompleted: its last occurrence has started (each occurrence is a transfer with a
+	// status of its own). Final.
+	ScheduledCompleted ScheduledTransferStatus = "completed"
+	// ScheduledCancelled: cancelled by its owner; no occurrence starts after it. Final.
+	ScheduledCancelled ScheduledTransferStatus = "cancelled"
+)

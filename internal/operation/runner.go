@@ -2,6 +2,7 @@ package operation
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -91,6 +92,32 @@ type Claim struct {
 	Uses        func(ctx context.Context, q database.Querier, workflowID string) (int, error)
 	NewID       func(use int) string
 	Then        func(ctx context.Context, tx pgx.Tx, c Claimed) error
+}
+
+// RowClaim is a Claim's Then for an operation that is a row of its own, run as its row says: a
+// new claim inserts fresh (made from the request); a duplicate runs the row as it was claimed
+// (claimed, or its own fresh when that claim was withdrawn: claimed's error is notFound); run
+// takes the row either way, to make the run's input (an authorization's expiry, a scheduled
+// transfer's start, as the first request fixed them).
+func RowClaim[T any](fresh func(Claimed) T, claimed func(ctx context.Context, q database.Querier, id string) (T, error), notFound error,
+	insert func(ctx context.Context, q database.Querier, row T) error, run func(T)) func(context.Context, pgx.Tx, Claimed) error {
+	return func(ctx context.Context, tx pgx.Tx, c Claimed) error {
+		row := fresh(c)
+		if !c.Created {
+			was, err := claimed(ctx, tx, c.ID)
+			switch {
+			case err == nil:
+				row = was
+			case !errors.Is(err, notFound):
+				return err
+			}
+		}
+		run(row)
+		if !c.Created {
+			return nil
+		}
+		return insert(ctx, tx, row)
+	}
 }
 
 // Claim writes the idempotency record and the operation's row in one transaction, so that the

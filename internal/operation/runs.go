@@ -64,6 +64,7 @@ const (
 	KindPayout        Kind = "payout"
 	KindPayin         Kind = "payin"
 	KindAuthorization Kind = "authorization"
+	KindScheduled     Kind = "scheduled-transfer"
 )
 
 func (e *InUseError) Error() string {

@@ -34,6 +34,10 @@ type Problem struct {
 	AuthorizationStatus string `json:"authorization_status,omitempty"`
 	// PayoutStatus is where a payout stands when an approval or a rejection came too late.
 	PayoutStatus string `json:"payout_status,omitempty"`
+	// ScheduledTransferID names the scheduled transfer; ScheduledTransferStatus is where it
+	// stands when a cancellation came after its last occurrence had started.
+	ScheduledTransferID     string `json:"scheduled_transfer_id,omitempty"`
+	ScheduledTransferStatus string `json:"scheduled_transfer_status,omitempty"`
 
 	// RetryAfter, in seconds, is sent as the Retry-After header when positive.
 	RetryAfter int `json:"-"`
@@ -72,6 +76,8 @@ var titles = map[string]string{
 	"approval-not-allowed":          "This key may not decide on the payout",
 	"payout-not-pending-approval":   "The payout is not pending approval",
 	"payout-pending":                "The payout's money is not held yet",
+	"scheduled-transfer-failed":     "The scheduled transfer failed",
+	"scheduled-transfer-not-active": "The scheduled transfer is no longer active",
 	"method-not-allowed":            "Method not allowed",
 	"internal-error":                "Internal error",
 }

@@ -24,7 +24,7 @@ var recordVersion = flag.String("record-histories", "",
 	"write the histories of real runs under workflows/testdata/histories, with this version suffix (e.g. v3)")
 
 // RecordCommand is how histories are recorded: every test package that records them.
-const RecordCommand = "go test ./cmd/payments ./payouts ./deliveries ./authorizations -run TestRecordHistories -args -record-histories=vN"
+const RecordCommand = "go test ./cmd/payments ./payouts ./deliveries ./authorizations ./schedules -run TestRecordHistories -args -record-histories=vN"
 
 // HistoryKind is the kind of workflow a recorded history is a run of: its file name's first part.
 type HistoryKind string
@@ -37,6 +37,7 @@ const (
 	StatementHistory     HistoryKind = "statement"
 	WebhookHistory       HistoryKind = "webhook"
 	AuthorizationHistory HistoryKind = "authorization"
+	ScheduledHistory     HistoryKind = "scheduled"
 )
 
 var version = regexp.MustCompile(`^v[0-9]+$`)

@@ -33,6 +33,7 @@ import (
 	"github.com/payments/payments/internal/operation"
 	"github.com/payments/payments/rig/cluster"
 	"github.com/payments/payments/rig/devserver"
+	"github.com/payments/payments/schedules"
 	"github.com/payments/payments/transfers"
 	"github.com/payments/payments/worker"
 )
@@ -45,6 +46,7 @@ type Env struct {
 	Ledger    *ledger.Ledger
 	Temporal  client.Client
 	Transfers *transfers.Service
+	Schedules *schedules.Service
 	Server    *httptest.Server
 	Dev       *devserver.Server // nil on a cluster
 	Cluster   *cluster.Cluster  // nil on the dev server (Clustered)
@@ -224,7 +226,7 @@ func (e *Env) serve(o Options) {
 		listener = nil
 	}
 	a := app.New(db, temporal, e.settings(o), e.apiLog, listener)
-	e.Transfers = a.Transfers
+	e.Transfers, e.Schedules = a.Transfers, a.Schedules
 	if *e.minTTL == 0 || e.Transfers.TTL < *e.minTTL {
 		*e.minTTL = e.Transfers.TTL
 	}
