@@ -89,6 +89,13 @@ func TestMakeRun(t *testing.T) {
 			body: `{"from_account_id":"` + demo["ALICE_ACC"] + `","to_account_id":"` + demo["BOB_ACC"] +
 				`","amount_minor":300,"currency":"USD","expires_in":"1h","metadata":{"booking":"ui-room-12"}}`})
 	})
+	t.Run("the UI lists active scheduled transfers by status, decoded", func(t *testing.T) {
+		demo := readEnv(t, filepath.Join(s.data, demoEnv))
+		uiShowsWaiting(t, s, waiting{route: "/v1/scheduled-transfers", query: `ScheduledTransferStatus="active"`, shows: "ui-rent-7",
+			body: `{"from_account_id":"` + demo["ALICE_ACC"] + `","to_account_id":"` + demo["BOB_ACC"] +
+				`","amount_minor":100,"currency":"USD","start_at":"` + time.Now().Add(time.Hour).UTC().Format(time.RFC3339) +
+				`","interval":"24h","metadata":{"lease":"ui-rent-7"}}`})
+	})
 	t.Run("the UI lists payouts waiting for approval, since when", func(t *testing.T) {
 		demo := readEnv(t, filepath.Join(s.data, demoEnv))
 		uiShowsWaiting(t, s, waiting{route: "/v1/payouts", query: `PayoutStatus="pending_approval"`, shows: "approval asked",
