@@ -87,6 +87,17 @@ func TestApprovedPayoutIsPaidOnce(t *testing.T) {
 	if len(bankPayments(t, e, id)) != 0 {
 		t.Fatal("the bank was told of a payout waiting for approval")
 	}
+	// The UI's summary of the run says since when, for how much and who asked.
+	desc, err := e.Temporal.DescribeWorkflowExecution(context.Background(), c.workflowID("large"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var summary string
+	if err := testenv.Converter.FromPayload(desc.GetExecutionConfig().GetUserMetadata().GetSummary(), &summary); err != nil ||
+		!strings.Contains(summary, "of 2,000 USD minor") || !strings.Contains(summary, "approval asked ") ||
+		!strings.Contains(summary, " by "+e.KeyID(t, c.key)+", due by ") {
+		t.Fatalf("summary %q (%v): want the amount, since when, by which key, due by", summary, err)
+	}
 	r := c.decide(t, c.key, "small-approve", small, "approve", "") // the creator's key: never
 	if r.Status != http.StatusForbidden {
 		t.Fatalf("the creator approving: %d %s", r.Status, r.Body)

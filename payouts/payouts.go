@@ -111,7 +111,7 @@ func (s *Service) input(scope idempotency.Scope, po ledger.Payout) workflows.Pay
 		PollAfter: config.Duration(s.PollAfter), ReturnWindow: config.Duration(s.ReturnWindow),
 	}
 	if po.ApprovalDueAt != nil {
-		in.Approval = &workflows.ApprovalWindow{Since: po.CreatedAt, Until: *po.ApprovalDueAt}
+		in.Approval = &workflows.ApprovalWindow{Since: po.CreatedAt, Until: *po.ApprovalDueAt, AskedBy: po.CreatedByKey}
 	}
 	return in
 }

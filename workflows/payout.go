@@ -39,9 +39,11 @@ type PayoutInput struct {
 }
 
 // ApprovalWindow is when a payout waits for approval: from Since (its claim) until Until (its
-// approval_due_at), when it fails if nobody has decided.
+// approval_due_at), when it fails if nobody has decided; AskedBy is the id of the key that asked
+// for it, which may not decide (the UI shows who asked).
 type ApprovalWindow struct {
 	Since, Until time.Time
+	AskedBy      string `json:",omitempty"`
 }
 
 // Instruction is what the bank is asked to pay: keyed by the payout id, so that every retry,
@@ -131,8 +133,11 @@ func PayoutSearchAttributes(in PayoutInput) temporal.SearchAttributes {
 func PayoutSummary(in PayoutInput) string {
 	s := fmt.Sprintf("payout %s of %s %s minor from %s", in.PayoutID, groupThousands(in.AmountMinor), in.Currency, in.AccountID)
 	if in.Approval != nil {
-		s += fmt.Sprintf(", approval asked %s, due by %s", in.Approval.Since.UTC().Format(time.RFC3339),
-			in.Approval.Until.UTC().Format(time.RFC3339))
+		s += fmt.Sprintf(", approval asked %s", in.Approval.Since.UTC().Format(time.RFC3339))
+		if in.Approval.AskedBy != "" {
+			s += " by " + in.Approval.AskedBy
+		}
+		s += ", due by " + in.Approval.Until.UTC().Format(time.RFC3339)
 	}
 	return s
 }
