@@ -64,12 +64,7 @@ func scanPayout(row pgx.Row) (Payout, error) {
 		return p, ErrNotFound
 	}
 	p.CreatedAt = UTC(p.CreatedAt)
-	for _, t := range []**time.Time{&p.PaidAt, &p.FailedAt, &p.ReturnedAt, &p.ApprovalDueAt} {
-		if *t != nil {
-			u := UTC(**t)
-			*t = &u
-		}
-	}
+	utcAll(&p.PaidAt, &p.FailedAt, &p.ReturnedAt, &p.ApprovalDueAt)
 	return p, err
 }
 
