@@ -24,6 +24,9 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/rig/testenv"
@@ -294,6 +297,42 @@ func testConcurrentDuplicatesMoveMoneyOnce(t *testing.T, api *testenv.Env) {
 	if runs := env.Executions(t, "transfer/"+ownerID+"/dup"); len(runs) != 1 {
 		t.Fatalf("%d workflow executions, want 1", len(runs))
 	}
+}
+
+// Row 6, as `payments api` runs: Temporal refusing the request's Update for the whole wait (as it
+// refuses Updates past a run's in-flight limit, which the SDK retries) still leaves the run
+// started by the start that follows: the answer is a 202 or the transfer, never a 503, and the
+// money moves once.
+func TestAnUpdateRefusedForTheWholeWaitStillStartsTheRun(t *testing.T) {
+	opts := testenv.ClientOptions(env.TemporalAddr())
+	opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithChainUnaryInterceptor(refuseUpdates))
+	temporal, err := client.Dial(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(temporal.Close)
+	// A wait as long as the claim's and the start's budget: the Ask spends all of it.
+	refused := env.With(t, testenv.Options{Temporal: temporal, Split: true, SyncWait: 5 * time.Second})
+	_, key, from, to := fundedPair(t, 1_000)
+	body := testenv.TransferBody(from, to, 300)
+
+	first := refused.Do(t, "POST", "/v1/transfers", key, "refused", body)
+	if first.Status != http.StatusAccepted && first.Status != http.StatusCreated {
+		t.Fatalf("first: %d %s", first.Status, first.Body)
+	}
+	again := env.Do(t, "POST", "/v1/transfers", key, "refused", body)
+	if again.Status != http.StatusCreated || again.Header.Get("Location") != first.Header.Get("Location") {
+		t.Fatalf("again: %d %s", again.Status, again.Body)
+	}
+	moved(t, from, to, 700, 300, 1)
+}
+
+// refuseUpdates answers every Update-With-Start as Temporal does past a run's in-flight limit.
+func refuseUpdates(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if strings.HasSuffix(method, "/ExecuteMultiOperation") {
+		return status.Error(codes.ResourceExhausted, "limit on number of concurrent in-flight updates has been reached")
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
 // Row 6: a duplicate that outwaits PAYMENTS_SYNC_WAIT gets 409 with Retry-After; the first

@@ -146,7 +146,7 @@ type Ending[P, O any] struct {
 // its answer; elsewhere it Asks, and on any failure falls back to a start (Joined), so that the
 // run has started whatever the client does, and awaits what is left of the one wait.
 func finish[P, O any](ctx context.Context, r *Runner, s *Submission, answer Answer[P], e Ending[P, O]) (Answer[P], error) {
-	waitCtx, start := ctx, e.Op.Start
+	waitCtx, start, startCtx := ctx, e.Op.Start, s.Start
 	if s.Heard == nil {
 		var cancel context.CancelFunc
 		waitCtx, cancel = context.WithTimeout(ctx, r.SyncWait)
@@ -154,9 +154,14 @@ func finish[P, O any](ctx context.Context, r *Runner, s *Submission, answer Answ
 		if out, runID, err := Ask[O](waitCtx, e.Op, e.Update); err == nil {
 			return e.Asked(out, runID)
 		}
+		// The Ask may have spent the whole wait, and s.Start with it: the SDK retries Temporal's
+		// refusal while the run's in-flight Updates are at their limit. The start after it has a
+		// budget of its own, so that the run is started and the answer is a 202 or a 409, not a 503.
+		startCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), minStartBudget)
+		defer cancel()
 		start = e.Op.Joined
 	}
-	run, err := start(s.Start)
+	run, err := start(startCtx)
 	if err != nil {
 		return answer, err
 	}

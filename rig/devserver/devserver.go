@@ -33,9 +33,16 @@ var TunedArgs = []string{
 	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
 	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
 	"--dynamic-config-value", "system.enableEagerWorkflowStart=true",
+	"--dynamic-config-value", "history.maxInFlightUpdates=" + MaxInFlightUpdates,
 	"--sqlite-pragma", "journal_mode=wal",
 	"--sqlite-pragma", "synchronous=normal",
 }
+
+// MaxInFlightUpdates is how many Updates one run admits at once (Temporal's default is 10), as in
+// deploy/temporal/dynamicconfig.yaml. Every duplicate of a request to `payments api` asks the run
+// by an Update (Update-With-Start); past the limit Temporal refuses it, the SDK retries with a
+// backoff of up to 10 s, and fifty duplicates of one transfer outwaited PAYMENTS_SYNC_WAIT.
+const MaxInFlightUpdates = "200"
 
 // Options say where the server listens and keeps its state.
 type Options struct {
