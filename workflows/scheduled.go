@@ -171,14 +171,16 @@ func awaitDue(ctx workflow.Context, cancel workflow.ReceiveChannel, n int, due t
 }
 
 // occurrenceOptions are an occurrence's activity options: a regular activity, since it submits
-// a transfer and waits for its answer up to PAYMENTS_SYNC_WAIT.
+// a transfer and waits for its answer up to PAYMENTS_SYNC_WAIT. It is tried until it starts, for
+// as long as that takes: the schedule was accepted, and a run that gave up on PostgreSQL or its
+// workers after RetryFor would fail and leave the schedule active with nothing running it. The
+// transfer it submits gives up by itself, as any transfer does (a failed occurrence).
 func occurrenceOptions(retryFor config.Duration) workflow.ActivityOptions {
 	local := ledgerOptions(retryFor)
-	return workflow.ActivityOptions{ScheduleToCloseTimeout: local.ScheduleToCloseTimeout + time.Minute,
-		StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: local.RetryPolicy.InitialInterval, BackoffCoefficient: 2, MaximumInterval: local.RetryPolicy.MaximumInterval,
-			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidPosting, activities.ErrTypeOccurrence},
-		}}
+	return workflow.ActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval: local.RetryPolicy.InitialInterval, BackoffCoefficient: 2, MaximumInterval: local.RetryPolicy.MaximumInterval,
+		NonRetryableErrorTypes: []string{activities.ErrTypeInvalidPosting, activities.ErrTypeOccurrence},
+	}}
 }
 
 // setScheduledStatus records status as the run's, in its outcome and its search attribute.

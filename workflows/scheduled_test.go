@@ -94,3 +94,15 @@ func TestCancelledScheduledTransferEnds(t *testing.T) {
 		t.Fatalf("refused by the ledger: outcome %+v, occurrences asked %v", out, *started)
 	}
 }
+
+// An occurrence the ledger cannot start for longer than the run's RetryFor (PostgreSQL away, its
+// workers paused) is tried until it starts: a run that gave up would fail and leave its schedule
+// active with nothing running it. (The test environment stops unlimited retries at 10 attempts,
+// so the options are what is checked here; the chaos run is where a long outage happens.)
+func TestAnOccurrenceIsTriedUntilItStarts(t *testing.T) {
+	opts := occurrenceOptions(config.Duration(time.Minute))
+	if opts.ScheduleToCloseTimeout != 0 || opts.RetryPolicy == nil || opts.RetryPolicy.MaximumAttempts != 0 ||
+		opts.RetryPolicy.MaximumInterval <= 0 || opts.RetryPolicy.MaximumInterval > 10*time.Second {
+		t.Fatalf("an occurrence gives up (schedule-to-close %s, retry policy %+v)", opts.ScheduleToCloseTimeout, opts.RetryPolicy)
+	}
+}
