@@ -8,13 +8,16 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/payments/payments/api/request"
 	"github.com/payments/payments/internal/bank"
 	"github.com/payments/payments/internal/database"
+	"github.com/payments/payments/internal/idempotency"
 	"github.com/payments/payments/internal/ledger"
 )
 
@@ -249,11 +252,33 @@ func (c *checker) decision(ctx context.Context, o *op, a answer) {
 	}
 }
 
+// startedTooLate reports a scheduled transfer refused as the contract says (400, start_at no
+// longer now or later) because none of its attempts got through until request.StartAtSlack past
+// its start_at: then nothing may have been claimed under its key.
+func (c *checker) startedTooLate(ctx context.Context, o *op, a answer) bool {
+	var body struct {
+		StartAt time.Time `json:"start_at"`
+	}
+	if a.Status != http.StatusBadRequest || !strings.Contains(a.Body, `"field":"start_at"`) ||
+		json.Unmarshal([]byte(o.Body), &body) != nil || o.End.Sub(body.StartAt) < request.StartAtSlack {
+		return false
+	}
+	var claims int
+	if err := c.db.QueryRow(ctx, `SELECT count(*) FROM idempotency_records WHERE route = $1 AND key = $2`,
+		idempotency.RouteScheduledTransfers, o.Key).Scan(&claims); err != nil || claims > 0 {
+		c.add(o, "answered %s, yet its key has %d claims (%v)", a, claims, err)
+	}
+	return true
+}
+
 // scheduled checks a scheduled transfer's answer against the ledger: the schedule asked for,
 // ended after the drain (completed with all its occurrences started, or cancelled), and each of
 // its occurrences started exactly one transfer, final, of the amount between the accounts asked.
 func (c *checker) scheduled(ctx context.Context, o *op, a answer) {
 	id := a.field("id")
+	if c.startedTooLate(ctx, o, a) {
+		return
+	}
 	if a.Status != http.StatusCreated || a.field("status") != "active" {
 		c.add(o, "unexpected answer %s", a)
 		return

@@ -218,6 +218,15 @@ var breaks = []struct {
 		func(ctx context.Context, t *testing.T, tx pgx.Tx, s *state) {
 			execSQL(ctx, t, tx, `UPDATE scheduled_transfers SET occurrences = 2 WHERE id = $1`, s.id("scheduled-cancelled"))
 		}},
+	{"scheduled transfer: refused for its start_at, yet claimed", []string{"yet its key has 1 claims"}, func(ctx context.Context, t *testing.T, tx pgx.Tx, s *state) {
+		scope := idempotency.Scope{OwnerID: s.w.owners[4].ID, Route: idempotency.RouteScheduledTransfers, Key: s.ops["scheduled-late"].Key}
+		if _, _, err := idempotency.Claim(ctx, tx, scope, []byte("fp"), scope.ScheduledTransferID(0)); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"scheduled transfer: refused for its start_at within the slack", []string{"unexpected answer 400"}, func(_ context.Context, _ *testing.T, _ pgx.Tx, s *state) {
+		s.ops["scheduled-late"].Body = startedAt(s.ops["scheduled-late"].End.Add(-10 * time.Second))
+	}},
 	{"cancel: answered 200, but the schedule completed", []string{"a cancel answered 200"}, func(ctx context.Context, t *testing.T, tx pgx.Tx, s *state) {
 		execSQL(ctx, t, tx, `UPDATE scheduled_transfers SET status = 'completed', completed_at = now(), cancelled_at = NULL, occurrences = 3
 			WHERE id = $1`, s.id("scheduled-cancelled"))
@@ -429,6 +438,16 @@ func (f *fixture) populate(ctx context.Context, t *testing.T, l *ledger.Ledger) 
 	schedule := f.scheduled(ctx, t, l)
 	schedule("scheduled", 4, acc(4, 0), acc(5, 0), 30, 2, 2, false)
 	schedule("scheduled-cancelled", 4, acc(4, 1), acc(5, 0), 20, 3, 1, true)
+	// One whose attempts got through only past start_at's slack: refused, nothing claimed.
+	late := f.add("scheduled-late", &op{Kind: kindSchedule, Ref: -1, Owner: 4, From: acc(4, 0), To: acc(5, 0), Amount: 10, Count: 1, Interval: 1})
+	late.Body = startedAt(late.End.Add(-2 * time.Minute))
+	late.Answers = []answer{{Status: http.StatusBadRequest,
+		Body: `{"type":"/problems/invalid-request","status":400,"errors":[{"field":"start_at","message":"must be now or later"}]}`}}
+}
+
+// startedAt is a scheduled transfer's body as the checker reads it: its start_at.
+func startedAt(at time.Time) string {
+	return fmt.Sprintf(`{"start_at":%q}`, at.UTC().Format(time.RFC3339Nano))
 }
 
 // scheduled makes a scheduled transfer as POST /v1/scheduled-transfers and its run do: count
