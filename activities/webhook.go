@@ -47,7 +47,7 @@ type WebhookAttempt struct {
 // once more after FirstRetry; then the batch stops there and the workflow backs off, so a dead
 // endpoint costs one attempt per backoff, not one per event.
 func (a *Activities) DeliverWebhooks(ctx context.Context, endpoint string) (WebhookBatch, error) {
-	stop := heartbeatEvery(ctx, WebhookHeartbeat/4)
+	stop := heartbeatEvery(ctx, time.Second)
 	defer stop()
 	target, err := database.Outlast(ctx, WebhookOutageGrace, func() (ledger.Target, error) { return a.Ledger.Target(ctx, endpoint) })
 	if errors.Is(err, ledger.ErrNotFound) || target.Deleted {
@@ -115,9 +115,11 @@ func (a *Activities) attempt(ctx context.Context, target ledger.Target, d ledger
 // blip costs the batch a pause, not a resend of the event it has just sent and a backoff.
 const WebhookOutageGrace = 10 * time.Second
 
-// WebhookHeartbeat is how soon a batch whose worker died is tried elsewhere. It may be short: the
-// batch heartbeats a few times within it however long one send takes (a minute at most).
-const WebhookHeartbeat = 15 * time.Second
+// WebhookHeartbeat is how soon a batch whose worker died is tried elsewhere: an endpoint's events
+// wait behind it meanwhile. It may be short: the batch heartbeats every second however long one
+// send takes (a minute at most), and the worker sends each heartbeat on (worker.HeartbeatThrottle),
+// so only a worker gone, or Temporal unreachable for most of it, times a batch out.
+const WebhookHeartbeat = 8 * time.Second
 
 // heartbeatEvery records the activity's heartbeat every interval until stop is called; stop
 // returns once no heartbeat is being recorded any more.

@@ -38,12 +38,17 @@ func New(c client.Client, acts *activities.Activities, recovery operation.Recove
 		acts.Webhooks == nil || acts.ScheduledAnswer == nil || acts.Occurrences == nil || len(recovery) == 0 {
 		panic("worker.New: activities need Ledger, Answer, PayoutAnswer, AuthorizationAnswer, Bank, Webhooks, ScheduledAnswer and Occurrences, and the recovery its services (app assembles them)")
 	}
-	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
+	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{MaxHeartbeatThrottleInterval: HeartbeatThrottle})
 	registerWorkflows(w)
 	w.RegisterActivity(acts)
 	w.RegisterActivityWithOptions(recovery.ResolveStale, activity.RegisterOptions{Name: workflows.RecoveryActivity})
 	return w
 }
+
+// HeartbeatThrottle is the longest the worker holds an activity's heartbeat back. The SDK's
+// default is 80% of the heartbeat timeout: one heartbeat that fails then (Temporal restarting) and
+// a webhook batch whose worker is alive is timed out and its endpoint waits for the retry.
+const HeartbeatThrottle = time.Second
 
 // registerWorkflows registers every workflow under the name running executions know it by.
 func registerWorkflows(r sdkworker.WorkflowRegistry) {

@@ -66,7 +66,7 @@ func WebhookDelivery(ctx workflow.Context, in WebhookInput) error {
 			HeartbeatTimeout: activities.WebhookHeartbeat,
 			// Only the ledger being unreachable, or the batch's worker dying, fails the activity:
 			// try again, for as long as it takes, soon (a worker dies and a batch waits behind it).
-			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 5 * time.Second},
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 2 * time.Second},
 			Summary:     deliverySummary(in),
 		})
 		var b activities.WebhookBatch
