@@ -107,16 +107,24 @@ func idempotencyScope(c echo.Context, route string) (idempotency.Scope, error) {
 // replayed answers a duplicate of a finished request from its stored answer (one read), and
 // refuses a key first used with another request; done is true when it answered.
 func (s *Server) replayed(c echo.Context, scope idempotency.Scope, fingerprint []byte) (done bool, err error) {
+	done, _, err = s.replayedOrClaimed(c, scope, fingerprint)
+	return done, err
+}
+
+// replayedOrClaimed is replayed that also tells whether the key is claimed by this request
+// already (its answer not yet stored): a check that only a new request is held to (a start_at
+// that must still be ahead) is skipped for a claimed one, which is answered as its run answers.
+func (s *Server) replayedOrClaimed(c echo.Context, scope idempotency.Scope, fingerprint []byte) (done, claimed bool, err error) {
 	rec, found, err := idempotency.Lookup(c.Request().Context(), s.DB, scope)
 	switch {
 	case err != nil:
-		return false, err
+		return false, false, err
 	case found && !bytes.Equal(rec.Fingerprint, fingerprint):
-		return false, idempotency.ErrReused
+		return false, false, idempotency.ErrReused
 	case found && rec.Response != nil:
-		return true, respond(c, *rec.Response, true)
+		return true, true, respond(c, *rec.Response, true)
 	}
-	return false, nil
+	return false, found, nil
 }
 
 // submit submits r (a transfer or a refund) and names the posting and its workflow in the

@@ -28,11 +28,13 @@ func (s *Server) createScheduledTransfer(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if done, err := s.replayed(c, scope, fp); done || err != nil {
+	done, claimed, err := s.replayedOrClaimed(c, scope, fp)
+	if done || err != nil {
 		return err
 	}
-	// Checked after the replay: the same request sent again later is answered as it was.
-	if sch.StartAt.Before(time.Now().Add(-request.StartAtSlack)) {
+	// Only a new request is held to start_at: the same request sent again later, its answer
+	// stored or its first attempt still claiming the schedule, is answered as the first is.
+	if !claimed && sch.StartAt.Before(time.Now().Add(-request.StartAtSlack)) {
 		return problem.Invalid("the request has invalid fields", problem.FieldError{Field: "start_at", Message: "must be now or later"})
 	}
 	from, to, err := s.between(c, req.FromAccountID, req.ToAccountID, req.Currency, "scheduled transfer")

@@ -514,20 +514,19 @@ func TestOnceThroughAnAPIWithoutAWorker(t *testing.T) {
 	env.Reconcile(t)
 }
 
-// A claim left without its run (the API died between the claim and the start) is started by
-// the recovery pass: the schedule activates, its occurrence runs once, and the client's retry is
-// answered with the 201 the run stored.
-func TestAClaimLeftWithoutItsRunIsStartedByTheRecoveryPass(t *testing.T) {
-	p := newParties(t, env, 500)
+// abandon claims a scheduled transfer of p's under key as the API does before it starts its
+// run, as if the API died between the two, and returns its request's body, scope and ID.
+func (p parties) abandon(t *testing.T, key string, amount int64, startAt time.Time) (string, idempotency.Scope, string) {
+	t.Helper()
 	ctx := context.Background()
-	body := scheduleBody(p.from, p.to, 120, time.Now(), "")
+	body := scheduleBody(p.from, p.to, amount, startAt, "")
 	req, sch, fp, err := request.DecodeScheduledTransfer([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	scope := idempotency.Scope{OwnerID: p.aliceID, Route: idempotency.RouteScheduledTransfers, Key: "abandoned"}
+	scope := idempotency.Scope{OwnerID: p.aliceID, Route: idempotency.RouteScheduledTransfers, Key: key}
 	id := scope.ScheduledTransferID(0)
-	if err := env.Ledger.InTx(ctx, func(tx pgx.Tx) error { // as the API claims it, before it died
+	if err := env.Ledger.InTx(ctx, func(tx pgx.Tx) error {
 		if _, _, err := idempotency.Claim(ctx, tx, scope, fp, id); err != nil {
 			return err
 		}
@@ -540,22 +539,62 @@ func TestAClaimLeftWithoutItsRunIsStartedByTheRecoveryPass(t *testing.T) {
 	if got := get(t, env, p.alice, id); got["status"] != "pending" || got["next_run_at"] == nil {
 		t.Fatalf("the abandoned claim: %v", got)
 	}
-	tally, err := env.Schedules.ResolveStale(ctx, 0)
-	if err != nil || tally.Started < 1 {
-		t.Fatalf("the recovery pass: %+v %v", tally, err)
-	}
+	return body, scope, id
+}
+
+// wantOneOccurrence waits for the run of scheduled transfer id and holds it to one completed
+// occurrence of amount.
+func (p parties) wantOneOccurrence(t *testing.T, scope idempotency.Scope, id string, funded, amount int64) {
+	t.Helper()
 	if env.Settled(t, scope.WorkflowID()) != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-		t.Fatal("the recovered schedule's run did not complete")
+		t.Fatal("the schedule's run did not complete")
 	}
 	st := get(t, env, p.alice, id)
 	for _, tr := range occurrences(t, env, p.alice, id) {
 		env.Settled(t, tr["workflow_id"].(string))
 	}
 	wantOccurrences(t, env, p, st, "completed")
-	wantBalances(t, env, "after the recovered occurrence", p, 380, 120)
+	wantBalances(t, env, "after the one occurrence", p, funded-amount, amount)
+}
+
+// A claim left without its run (the API died between the claim and the start) is started by
+// the recovery pass: the schedule activates, its occurrence runs once, and the client's retry is
+// answered with the 201 the run stored.
+func TestAClaimLeftWithoutItsRunIsStartedByTheRecoveryPass(t *testing.T) {
+	p := newParties(t, env, 500)
+	body, scope, id := p.abandon(t, "abandoned", 120, time.Now())
+	tally, err := env.Schedules.ResolveStale(context.Background(), 0)
+	if err != nil || tally.Started < 1 {
+		t.Fatalf("the recovery pass: %+v %v", tally, err)
+	}
+	p.wantOneOccurrence(t, scope, id, 500, 120)
 	retry := env.Do(t, "POST", "/v1/scheduled-transfers", p.alice, "abandoned", body)
 	if retry.Status != http.StatusCreated || retry.Header.Get("Idempotent-Replayed") != "true" || retry.JSON(t)["id"] != id {
 		t.Fatalf("the client's retry: %d %s", retry.Status, retry.Body)
 	}
+	env.Reconcile(t)
+}
+
+// Only a new request is held to start_at: a retry that arrives after start_at's slack has
+// passed, while its first attempt's claim has no answer stored yet, is answered as the first
+// would have been (the run it starts activates the schedule, whose one occurrence, already due,
+// runs once), not refused 400 for a schedule that is claimed and will run.
+func TestARetryAfterStartAtOfAClaimedScheduleIsAnsweredAsItsRun(t *testing.T) {
+	p := newParties(t, env, 500)
+	body, scope, id := p.abandon(t, "late-retry", 130, time.Now().Add(-request.StartAtSlack-time.Minute))
+	retry := env.Do(t, "POST", "/v1/scheduled-transfers", p.alice, "late-retry", body)
+	if retry.Status != http.StatusCreated || retry.JSON(t)["id"] != id {
+		t.Fatalf("the client's late retry: %d %s", retry.Status, retry.Body)
+	}
+	p.wantOneOccurrence(t, scope, id, 500, 130)
+	again := env.Do(t, "POST", "/v1/scheduled-transfers", p.alice, "late-retry", body)
+	if again.Status != http.StatusCreated || again.Header.Get("Idempotent-Replayed") != "true" || again.JSON(t)["id"] != id {
+		t.Fatalf("a retry after the answer was stored: %d %s", again.Status, again.Body)
+	}
+	fresh := env.Do(t, "POST", "/v1/scheduled-transfers", p.alice, "late-new", body)
+	if fresh.Status != http.StatusBadRequest {
+		t.Fatalf("a new request with the same past start_at: %d %s", fresh.Status, fresh.Body)
+	}
+	wantBalances(t, env, "after the new request was refused", p, 370, 130)
 	env.Reconcile(t)
 }
