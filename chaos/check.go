@@ -522,19 +522,20 @@ func (c *checker) endpoint(ctx context.Context, w *workload, e *endpoint) {
 // once the one before is delivered; a repeat of an earlier event may come at any time, at least
 // once); nothing arrived that is not in the owner's feed, or of a type it does not subscribe
 // to; nothing arrived unsigned or badly signed. It returns how long the wait took.
-func (c *checker) webhooks(ctx context.Context, w *workload, feeds [][]feedEvent, within time.Duration) time.Duration {
+func (c *checker) webhooks(ctx context.Context, w *workload, feeds [][]feedEvent, b deliveryBounds) time.Duration {
 	start := time.Now()
-	deadline := start.Add(within)
-	for !w.delivered(feeds) && time.Now().Before(deadline) && ctx.Err() == nil {
+	watch := newDeliveryWatch(start)
+	for ctx.Err() == nil && !watch.settled(time.Now(), w.backlog(feeds), b) {
 		select {
 		case <-ctx.Done():
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	waited := time.Since(start)
+	now := time.Now()
+	waited := now.Sub(start)
 	for _, e := range w.hooks {
 		if feeds[e.Owner] != nil {
-			c.deliveries(ctx, e, feeds[e.Owner], w.recv.received(e.Path), waited)
+			c.deliveries(ctx, e, feeds[e.Owner], w.recv.received(e.Path), waited, now.Sub(watch.moved[e.Path]))
 		}
 	}
 	for _, bad := range w.recv.refused() {
@@ -543,20 +544,60 @@ func (c *checker) webhooks(ctx context.Context, w *workload, feeds [][]feedEvent
 	return waited
 }
 
-// delivered is true once every endpoint has received every event due to it.
-func (w *workload) delivered(feeds [][]feedEvent) bool {
+// deliveryBounds are how long the checker waits for the endpoints' backlogs after the drain. It
+// asserts that deliveries go on, not how fast: an endpoint whose backlog has not shrunk for Stall
+// is stuck (a run that ended, a lost wake, an event that can never be sent), and one still
+// shrinking after Cap has not caught up. How long they took is reported (Webhooks.Waited).
+type deliveryBounds struct{ Stall, Cap time.Duration }
+
+// deliveryWatch follows each endpoint's backlog (the events due to it that have not reached it
+// yet) while it drains: when each last shrank.
+type deliveryWatch struct {
+	start time.Time
+	left  map[string]int       // by path: the backlog at the last look
+	moved map[string]time.Time // by path: when it last shrank (the start, at first)
+}
+
+func newDeliveryWatch(start time.Time) *deliveryWatch {
+	return &deliveryWatch{start: start, left: map[string]int{}, moved: map[string]time.Time{}}
+}
+
+// settled takes the backlogs as of now and tells whether waiting longer is useless: every
+// endpoint has all its events, or has not moved for b.Stall, or b.Cap has passed.
+func (d *deliveryWatch) settled(now time.Time, backlog map[string]int, b deliveryBounds) bool {
+	settled := true
+	for path, n := range backlog {
+		switch prev, seen := d.left[path]; {
+		case !seen:
+			d.moved[path] = d.start
+		case n < prev:
+			d.moved[path] = now
+		}
+		d.left[path] = n
+		if n > 0 && now.Sub(d.moved[path]) < b.Stall {
+			settled = false
+		}
+	}
+	return settled || now.Sub(d.start) >= b.Cap
+}
+
+// backlog is, for each endpoint (by path), how many of the events due to it have not reached it.
+func (w *workload) backlog(feeds [][]feedEvent) map[string]int {
+	out := map[string]int{}
 	for _, e := range w.hooks {
 		got := map[string]bool{}
 		for _, r := range w.recv.received(e.Path) {
 			got[r.ID] = true
 		}
+		n := 0
 		for _, ev := range due(e, feeds[e.Owner]) {
 			if !got[ev.ID] {
-				return false
+				n++
 			}
 		}
+		out[e.Path] = n
 	}
-	return true
+	return out
 }
 
 // due is what endpoint e must receive of its owner's feed: the events of the types it
@@ -572,7 +613,7 @@ func due(e *endpoint, feed []feedEvent) []feedEvent {
 }
 
 // deliveries holds what endpoint e received to its owner's feed.
-func (c *checker) deliveries(ctx context.Context, e *endpoint, feed []feedEvent, got []receipt, waited time.Duration) {
+func (c *checker) deliveries(ctx context.Context, e *endpoint, feed []feedEvent, got []receipt, waited, idle time.Duration) {
 	types := map[string]string{}
 	for _, ev := range feed {
 		types[ev.ID] = ev.Type
@@ -614,8 +655,8 @@ func (c *checker) deliveries(ctx context.Context, e *endpoint, feed []feedEvent,
 		var attempts int
 		_ = c.db.QueryRow(ctx, `SELECT d.status || COALESCE(' (' || d.last_error || ')', ''), d.attempts FROM webhook_deliveries d
 			JOIN events ev ON ev.seq = d.event_seq WHERE d.endpoint_id = $1 AND ev.id = $2`, e.ID, missing[0].ID).Scan(&status, &attempts)
-		c.add(nil, "%d of the %d events due to endpoint %s (%s, owner %d) never reached it within %s of the drain; the first, %s (%s), is %q in its outbox after %d attempts",
-			len(missing), len(position), e.ID, e.Path, e.Owner, waited.Round(time.Second), missing[0].ID, missing[0].Type, status, attempts)
+		c.add(nil, "%d of the %d events due to endpoint %s (%s, owner %d) never reached it, waited for %s after the drain, the last %s without a new one; the first, %s (%s), is %q in its outbox after %d attempts",
+			len(missing), len(position), e.ID, e.Path, e.Owner, waited.Round(time.Second), idle.Round(time.Second), missing[0].ID, missing[0].Type, status, attempts)
 	}
 }
 

@@ -733,7 +733,7 @@ func (f *fixture) check(t *testing.T, breaks func(context.Context, *testing.T, p
 	}
 	c.ledger(ctx)
 	feeds := c.feed(ctx, s.w, f.api.URL)
-	c.webhooks(ctx, s.w, feeds, time.Second)
+	c.webhooks(ctx, s.w, feeds, deliveryBounds{Stall: time.Second, Cap: time.Minute})
 	var found []string
 	for _, v := range c.found {
 		found = append(found, describe(1, v, nil, "faults.log"))
@@ -805,3 +805,42 @@ func (q failing) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 type failedRow struct{}
 
 func (failedRow) Scan(...any) error { return errCutOff }
+
+// The wait for the webhook backlogs holds deliveries to going on, not to a pace: a backlog that
+// keeps shrinking is waited for past Stall, one that stops is given up on after Stall, and Cap
+// ends the wait whatever moves.
+func TestDeliveryWatchWaitsWhileBacklogsShrink(t *testing.T) {
+	b := deliveryBounds{Stall: 2 * time.Second, Cap: time.Minute}
+	t0 := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	d := newDeliveryWatch(t0)
+	// "slow" takes one event a second, 10 in all; "done" has none left; "stuck" takes none.
+	for s := 0; s <= 9; s++ {
+		backlog := map[string]int{"slow": 10 - s, "done": 0, "stuck": 3}
+		if d.settled(at(float64(s)), backlog, b) {
+			t.Fatalf("settled at %d s while the slow endpoint's backlog still shrinks", s)
+		}
+	}
+	if !d.settled(at(10), map[string]int{"slow": 0, "done": 0, "stuck": 3}, b) {
+		t.Fatal("not settled once every endpoint is either done or has not moved for Stall")
+	}
+	if idle := at(10).Sub(d.moved["stuck"]); idle != 10*time.Second {
+		t.Fatalf("the stuck endpoint has not moved for %s, want 10s", idle)
+	}
+
+	d = newDeliveryWatch(t0)
+	if d.settled(at(0), map[string]int{"a": 5}, b) || d.settled(at(1.5), map[string]int{"a": 5}, b) {
+		t.Fatal("settled before Stall passed")
+	}
+	if !d.settled(at(2), map[string]int{"a": 5}, b) {
+		t.Fatal("not settled once the only endpoint has not moved for Stall")
+	}
+
+	d = newDeliveryWatch(t0)
+	for s := 0; s < 60; s++ {
+		d.settled(at(float64(s)), map[string]int{"a": 1000 - s}, b)
+	}
+	if !d.settled(at(60), map[string]int{"a": 940}, b) {
+		t.Fatal("not settled at Cap")
+	}
+}
